@@ -1,0 +1,244 @@
+// main.cpp — the `vlad` program (SPEC §6): REPL, script runner, -e, --check, --meter.
+// Every evaluation runs on a large dedicated stack; errors print as file:line:col plus a trace.
+#include <editline/readline.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+
+#include "../src/eval/runner.hpp"
+
+using namespace vlad;
+
+#ifndef VLAD_VERSION
+#define VLAD_VERSION "0.1.0"
+#endif
+
+namespace {
+
+std::atomic<Interp*> interruptible{nullptr};
+
+void on_sigint(int) {
+  Interp* in = interruptible.load();
+  if (in) in->interrupt = true;
+}
+
+const char* usage =
+    "usage:\n"
+    "  vlad                     interactive REPL\n"
+    "  vlad FILE [ARG...]       run a program (FILE may be - for standard input)\n"
+    "  vlad -e EXPR             evaluate and print one expression\n"
+    "  vlad --check FILE...     verify every `expr ===> answer` annotation\n"
+    "  vlad --meter FILE        run, then print primitive-operation counts to stderr\n"
+    "  vlad -I DIR ...          add an include directory\n"
+    "  vlad --depth-limit N     maximum depth of nested non-tail calls (default 4000000)\n"
+    "  vlad --version | --help\n";
+
+std::string dir_of(const std::string& path) {
+  size_t k = path.rfind('/');
+  return k == std::string::npos ? "." : path.substr(0, k);
+}
+
+// Runs a whole program text, printing each top-level value. Returns false on error.
+bool run_program(Interp& in, const std::string& text, const std::string& file, std::string& err) {
+  bool ok = true;
+  interruptible = &in;
+  try {
+    run_on_big_stack(&in, [&] {
+      RunOptions opt;
+      opt.dir = dir_of(file);
+      run_text(in, text, intern(file), opt, [](Value v, Pos) {
+        std::cout << write_string(v) << "\n";
+      });
+    });
+  } catch (const Error& e) {
+    std::cout.flush();
+    err = e.report();
+    ok = false;
+  }
+  interruptible = nullptr;
+  std::cout.flush();
+  return ok;
+}
+
+const char* help_text =
+    "Type a VLAD expression or definition; values are printed after each form.\n"
+    "Commands:\n"
+    "  ,help          this text\n"
+    "  ,load FILE     run a file in this session\n"
+    "  ,time EXPR     evaluate EXPR and print the time it took\n"
+    "  ,meter EXPR    evaluate EXPR and print its primitive-operation counts\n"
+    "  ,quit          leave (Ctrl-D also works)\n"
+    "Ctrl-C interrupts a running evaluation.\n";
+
+int repl(Interp& in) {
+  std::string histfile;
+  if (const char* home = getenv("HOME")) histfile = std::string(home) + "/.vlad_history";
+  using_history();
+  if (!histfile.empty()) read_history(histfile.c_str());
+  bool tty = isatty(0);
+  if (tty) std::cout << "vlad " << VLAD_VERSION << " — ,help for help, Ctrl-D to quit\n";
+  int counter = 0;
+  for (;;) {
+    std::string text;
+    const char* prompt = "vlad> ";
+    for (;;) {
+      char* line = readline(tty ? prompt : "");
+      if (!line) {
+        if (text.empty()) {
+          if (tty) std::cout << "\n";
+          if (!histfile.empty()) write_history(histfile.c_str());
+          return 0;
+        }
+        break;
+      }
+      text += line;
+      text += "\n";
+      free(line);
+      if (text[0] == ',' || input_complete(text)) break;
+      prompt = "  ... ";
+    }
+    std::string trimmed = text;
+    while (!trimmed.empty() && isspace((unsigned char)trimmed.back())) trimmed.pop_back();
+    if (trimmed.empty()) continue;
+    add_history(trimmed.c_str());
+    std::string src = text;
+    enum { Eval, Time, Meter } mode = Eval;
+    if (trimmed[0] == ',') {
+      std::string cmd = trimmed.substr(1, trimmed.find(' ') == std::string::npos ? std::string::npos : trimmed.find(' ') - 1);
+      std::string arg = trimmed.find(' ') == std::string::npos ? "" : trimmed.substr(trimmed.find(' ') + 1);
+      if (cmd == "quit" || cmd == "q") break;
+      if (cmd == "help" || cmd == "h") { std::cout << help_text; continue; }
+      if (cmd == "load") {
+        try {
+          std::string body = read_file(arg);
+          std::string err;
+          if (!run_program(in, body, arg, err)) std::cerr << err << "\n";
+        } catch (const Error& e) {
+          std::cerr << "error: " << e.what() << "\n";
+        }
+        continue;
+      }
+      if (cmd == "time") { mode = Time; src = arg; }
+      else if (cmd == "meter") { mode = Meter; src = arg; }
+      else { std::cerr << "error: unknown command ," << cmd << " (try ,help)\n"; continue; }
+    }
+    std::string name = "<repl:" + std::to_string(++counter) + ">";
+    if (mode == Meter) meter_reset(in);
+    auto t0 = std::chrono::steady_clock::now();
+    std::string err;
+    bool ok = run_program(in, src, name, err);
+    auto t1 = std::chrono::steady_clock::now();
+    if (!ok) std::cerr << err << "\n";
+    if (mode == Time)
+      std::cout << "; " << std::chrono::duration<double, std::milli>(t1 - t0).count() << " ms\n";
+    if (mode == Meter) std::cout << meter_report(in);
+  }
+  if (!histfile.empty()) write_history(histfile.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  std::vector<std::string> includes, checks;
+  std::string file, expr;
+  bool have_expr = false, meter = false, check = false;
+  long depth_limit = 0;
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    if (!file.empty()) break;  // the rest are the program's arguments
+    if (a == "--help" || a == "-h") { std::cout << usage; return 0; }
+    if (a == "--version") { std::cout << "vlad " << VLAD_VERSION << "\n"; return 0; }
+    if (a == "-I") {
+      if (i + 1 >= argc) { std::cerr << "vlad: -I needs a directory\n" << usage; return 2; }
+      includes.push_back(argv[++i]);
+    } else if (a.rfind("-I", 0) == 0 && a.size() > 2) {
+      includes.push_back(a.substr(2));
+    } else if (a == "-e") {
+      if (i + 1 >= argc) { std::cerr << "vlad: -e needs an expression\n" << usage; return 2; }
+      expr = argv[++i];
+      have_expr = true;
+    } else if (a == "--meter") {
+      meter = true;
+    } else if (a == "--depth-limit") {
+      if (i + 1 >= argc) { std::cerr << "vlad: --depth-limit needs a number\n"; return 2; }
+      depth_limit = atol(argv[++i]);
+      if (depth_limit <= 0) { std::cerr << "vlad: --depth-limit needs a positive number\n"; return 2; }
+    } else if (a == "--check") {
+      check = true;
+      for (i++; i < argc; i++) checks.push_back(argv[i]);
+    } else if (a == "-") {
+      file = "-";
+    } else if (a.size() > 1 && a[0] == '-') {
+      std::cerr << "vlad: unknown option " << a << "\n" << usage;
+      return 2;
+    } else {
+      file = a;
+    }
+  }
+  if (check && checks.empty()) { std::cerr << "vlad: --check needs at least one file\n" << usage; return 2; }
+  if (meter && file.empty() && !have_expr) { std::cerr << "vlad: --meter needs a file\n" << usage; return 2; }
+
+  Interp* inp = nullptr;
+  try {
+    run_on_big_stack(nullptr, [&] { inp = new Interp(); });
+  } catch (const Error& e) {
+    std::cerr << "vlad: internal error in the prelude: " << e.report() << "\n";
+    return 1;
+  }
+  Interp& in = *inp;
+  in.include_dirs = includes;
+  if (depth_limit) in.depth_limit = depth_limit;
+  signal(SIGINT, on_sigint);
+
+  if (check) {
+    int failed = 0, passed = 0;
+    for (const auto& f : checks) {
+      std::string text;
+      try {
+        text = f == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(f);
+      } catch (const Error& e) {
+        std::cerr << "vlad: " << e.what() << "\n";
+        return 2;
+      }
+      std::string report;
+      CheckResult r;
+      run_on_big_stack(&in, [&] { r = check_text(in, text, f.c_str(), dir_of(f), report); });
+      std::cout.flush();
+      std::cerr << report;
+      passed += r.passed;
+      failed += r.failed;
+    }
+    std::cout << passed << " passed, " << failed << " failed\n";
+    return failed ? 1 : 0;
+  }
+
+  if (have_expr || !file.empty()) {
+    std::string text, name;
+    if (have_expr) {
+      text = expr;
+      name = "<command line>";
+    } else if (file == "-") {
+      text.assign(std::istreambuf_iterator<char>(std::cin), {});
+      name = "<stdin>";
+    } else {
+      try {
+        text = read_file(file);
+      } catch (const Error& e) {
+        std::cerr << "vlad: " << e.what() << "\n";
+        return 2;
+      }
+      name = file;
+    }
+    std::string err;
+    bool ok = run_program(in, text, name, err);
+    if (!ok) std::cerr << err << "\n";
+    if (meter) std::cerr << meter_report(in);
+    return ok ? 0 : 1;
+  }
+  return repl(in);
+}

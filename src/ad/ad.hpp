@@ -1,0 +1,44 @@
+// ad.hpp — the AD machinery on values (tags, zero, plus, bundle, *j and their inverses) and the
+// run-time transforms of lambda bodies (forward: paper §2 lifted to closures; reverse: paper §4).
+#pragma once
+#include "../eval/ast.hpp"
+
+namespace vlad {
+
+struct Prim;
+
+// ---- shared machinery (tags.cpp) ----
+Value zero_of(Value v);               // (zero v), lazy
+Value rzero(Value v);                 // zero of (*j-inverse v), lazy: what backpropagators start from
+Value materialize_zero(Value z);      // one level of a lazy zero, e.g. a pair of lazy zeros
+Value plus(Value a, Value b);         // ⊕ (paper §4)
+Value strip_tags(Value v);            // the primal real under any number of tags (comparisons)
+Value env_ref(Value closure, int index, Lambda* lam);
+
+// ---- forward mode ----
+Value bundle(Value primal, Value tangent_perturbation);
+Value primal(Value v);
+Value tangent(Value v);  // a perturbation
+Value perturb(Value v);
+Value unperturb(Value v);
+Value j_star(Value v);  // (bundle v (perturb (zero v)))
+
+// ---- reverse mode ----
+Value star_j(Value v);          // J← (paper §4)
+Value star_j_inverse(Value v);  // J←⁻¹
+Value sensitize(Value v);
+Value unsensitize(Value v);
+
+// Applies transform 'F' (j*) or 'R' (*j) to a value.
+Value transform_value(Value v, char t);
+
+// ---- transforms of lambdas, computed once and cached on the lambda ----
+Lambda* forward_transform(Lambda* lam);
+Lambda* reverse_transform(Lambda* lam);
+
+// The forward / reverse version of a primitive: a closure of its rule lambda (or the primitive
+// itself for those that act on transformed values directly).
+Value prim_forward(Prim* p);
+Value prim_reverse(Prim* p);
+
+}  // namespace vlad

@@ -1,0 +1,335 @@
+// tags.cpp — zero (0), plus (⊕), bundle/primal/tangent, *j (J←) and *j-inverse (J←⁻¹) on values.
+// Transformed pairs are pairs of transformed values (paper §4, the pair notation (v1 ,x v2)), so
+// only reals and other tags carry explicit tags; closures carry theirs on their lambda.
+// Zeros are lazy (paper, end of §4): a LazyZero stands for the zero of a value until inspected.
+#include "../eval/interp.hpp"
+#include "../prims/prims.hpp"
+#include "ad.hpp"
+
+namespace vlad {
+
+namespace {
+
+[[noreturn]] void ad_error(const char* who, const std::string& what, Value v) {
+  throw Error(std::string(who) + ": " + what + ", got " + write_string(v));
+}
+
+inline Closure* as_closure(Value v) { return static_cast<Closure*>(v.as_obj()); }
+inline Value tagged_value(Value v) { return static_cast<Tagged*>(v.as_obj())->v; }
+
+bool is_atom(Value v) {
+  return v.is_nil() || v.is_bool() || is(v, Kind::String);
+}
+
+// The lambda a closure had before `n` reverse transforms, or null when one of them was the
+// reverse version of a primitive (whose untransformed form is that primitive).
+Lambda* strip_lambda(Lambda* lam, int n, Prim** prim) {
+  for (; n > 0; n--) {
+    if (lam->rule_of && lam->rule_kind == 'R') {
+      *prim = lam->rule_of;
+      return nullptr;
+    }
+    if (lam->transform != 'R') return nullptr;
+    lam = lam->source;
+  }
+  return lam;
+}
+
+// Zero of (J⁻¹)^strip v, built one level deep: reals (tagged or not) completely, pairs and
+// closures as structures of lazy zeros.
+Value zero_shallow(Value v, int strip) {
+  if (v.is_real()) {
+    if (strip > 0) ad_error("*j-inverse", "expected a reverse value", v);
+    return Value::real(0);
+  }
+  if (!v.is_obj() || is(v, Kind::String)) return v;
+  switch (kind_of(v)) {
+    case Kind::Pair: {
+      if (strip == 0 && car(v).is_real() && cdr(v).is_real()) return cons(Value::real(0), Value::real(0));
+      return cons(make_lazy_zero(car(v), strip), make_lazy_zero(cdr(v), strip));
+    }
+    case Kind::Reverse:
+      if (strip > 0) return zero_shallow(tagged_value(v), strip - 1);
+      return make_tagged(Kind::Reverse, zero_shallow(tagged_value(v), 0));
+    case Kind::Bundle: {
+      if (strip > 0) ad_error("*j-inverse", "expected a reverse value", v);
+      Bundle* b = static_cast<Bundle*>(v.as_obj());
+      return make_bundle(zero_shallow(b->primal, 0), zero_shallow(b->tangent, 0));
+    }
+    case Kind::Perturbation:
+    case Kind::Sensitivity:
+      if (strip > 0) ad_error("*j-inverse", "expected a reverse value", v);
+      return make_tagged(kind_of(v), zero_shallow(tagged_value(v), 0));
+    case Kind::Zero: {
+      LazyZero* z = static_cast<LazyZero*>(v.as_obj());
+      return zero_shallow(z->src, (int)z->aux + strip);
+    }
+    case Kind::Prim: return v;
+    case Kind::Closure: {
+      Closure* c = as_closure(v);
+      Prim* prim = nullptr;
+      Lambda* lam = strip_lambda(c->lambda, strip, &prim);
+      if (prim) return Value::obj(prim);
+      if (!lam) ad_error("*j-inverse", "expected a reverse value", v);
+      int n = (int)c->aux;
+      if (n == 0) return closure_of(lam, nullptr);
+      Value r = make_closure(lam, nullptr, n);
+      for (int i = 0; i < n; i++) as_closure(r)->env[i] = make_lazy_zero(c->env[i], strip);
+      return r;
+    }
+    case Kind::String: return v;
+  }
+  return v;
+}
+
+// A lazy zero, or the zero itself when it is as cheap to build as to defer.
+Value lazy_zero(Value v, int strip) {
+  if (v.is_real() || !v.is_obj()) return zero_shallow(v, strip);
+  switch (kind_of(v)) {
+    case Kind::Pair:
+    case Kind::Closure: return make_lazy_zero(v, strip);
+    case Kind::Zero: {
+      LazyZero* z = static_cast<LazyZero*>(v.as_obj());
+      return make_lazy_zero(z->src, (int)z->aux + strip);
+    }
+    default: return zero_shallow(v, strip);
+  }
+}
+
+}  // namespace
+
+Value zero_of(Value v) { return lazy_zero(v, 0); }
+Value rzero(Value v) { return lazy_zero(v, 1); }
+
+Value materialize_zero(Value z) {
+  LazyZero* lz = static_cast<LazyZero*>(z.as_obj());
+  return zero_shallow(lz->src, (int)lz->aux);
+}
+
+Value strip_tags(Value v) {
+  for (;;) {
+    if (!v.is_obj()) return v;
+    switch (kind_of(v)) {
+      case Kind::Bundle: v = static_cast<Bundle*>(v.as_obj())->primal; continue;
+      case Kind::Reverse: v = tagged_value(v); continue;
+      case Kind::Zero: v = materialize_zero(v); continue;
+      default: return v;
+    }
+  }
+}
+
+Value env_ref(Value v, int index, Lambda* lam) {
+  (void)lam;
+  if (is(v, Kind::Zero)) v = materialize_zero(v);
+  if (!is(v, Kind::Closure) || (int)as_closure(v)->aux <= index)
+    throw Error("internal error: environment sensitivity of a non-closure " + write_string(v));
+  return as_closure(v)->env[index];
+}
+
+// ---- ⊕ ----
+
+Value plus(Value a, Value b) {
+  if (is(a, Kind::Zero)) return b;
+  if (is(b, Kind::Zero)) return a;
+  if (a.is_real() && b.is_real()) return Value::real(a.as_real() + b.as_real());
+  if (a.is_obj() && b.is_obj() && kind_of(a) == kind_of(b)) {
+    switch (kind_of(a)) {
+      case Kind::Pair: return cons(plus(car(a), car(b)), plus(cdr(a), cdr(b)));
+      case Kind::Bundle: {
+        Bundle* x = static_cast<Bundle*>(a.as_obj());
+        Bundle* y = static_cast<Bundle*>(b.as_obj());
+        return make_bundle(plus(x->primal, y->primal), plus(x->tangent, y->tangent));
+      }
+      case Kind::Reverse:
+      case Kind::Perturbation:
+      case Kind::Sensitivity: return make_tagged(kind_of(a), plus(tagged_value(a), tagged_value(b)));
+      case Kind::Closure: {
+        Closure* x = as_closure(a);
+        Closure* y = as_closure(b);
+        if (x->lambda != y->lambda) break;
+        int n = (int)x->aux;
+        if (n == 0) return a;
+        Value r = make_closure(x->lambda, nullptr, n);
+        for (int i = 0; i < n; i++) as_closure(r)->env[i] = plus(x->env[i], y->env[i]);
+        return r;
+      }
+      case Kind::Prim:
+      case Kind::String: return a;
+      case Kind::Zero: break;
+    }
+  }
+  // Values without a real inside ((), booleans, strings, primitives) are their own zero.
+  if ((is_atom(a) || is(a, Kind::Prim)) && (is_atom(b) || is(b, Kind::Prim))) return a;
+  throw Error("plus: values do not conform: " + write_string(a) + " and " + write_string(b));
+}
+
+// ---- forward mode ----
+
+Value perturb(Value v) { return make_tagged(Kind::Perturbation, v); }
+
+Value unperturb(Value v) {
+  if (is(v, Kind::Zero)) v = materialize_zero(v);
+  if (!is(v, Kind::Perturbation)) ad_error("unperturb", "expected a perturbation", v);
+  return tagged_value(v);
+}
+
+Value sensitize(Value v) { return make_tagged(Kind::Sensitivity, v); }
+
+Value unsensitize(Value v) {
+  if (is(v, Kind::Zero)) v = materialize_zero(v);
+  if (!is(v, Kind::Sensitivity)) ad_error("unsensitize", "expected a sensitivity", v);
+  return tagged_value(v);
+}
+
+namespace {
+
+[[noreturn]] void nonconform(const char* who, Value p, Value t) {
+  throw Error(std::string(who) + ": primal and tangent do not conform: " + write_string(p) + " and " +
+              write_string(t));
+}
+
+// bundle with the tangent already unwrapped from its perturbation tag.
+Value bundle_raw(Value p, Value t) {
+  if (is(t, Kind::Zero)) {
+    if (is(p, Kind::Closure) && (int)as_closure(p)->aux == 0) return closure_of(forward_transform(as_closure(p)->lambda), nullptr);
+    t = materialize_zero(t);
+  }
+  if (p.is_real()) {
+    if (!t.is_real()) nonconform("bundle", p, t);
+    return make_bundle(p, t);
+  }
+  if (!p.is_obj()) return p;
+  switch (kind_of(p)) {
+    case Kind::Pair:
+      if (!is_pair(t)) nonconform("bundle", p, t);
+      return cons(bundle_raw(car(p), car(t)), bundle_raw(cdr(p), cdr(t)));
+    case Kind::Bundle:
+    case Kind::Reverse:
+    case Kind::Perturbation:
+    case Kind::Sensitivity:
+      if (!t.is_obj() || kind_of(t) != kind_of(p)) nonconform("bundle", p, t);
+      return make_bundle(p, t);
+    case Kind::Prim:
+      return prim_forward(static_cast<Prim*>(p.as_obj()));
+    case Kind::Closure: {
+      Closure* c = as_closure(p);
+      if (!is(t, Kind::Closure) || as_closure(t)->lambda != c->lambda) nonconform("bundle", p, t);
+      Lambda* fl = forward_transform(c->lambda);
+      int n = (int)c->aux;
+      if (n == 0) return closure_of(fl, nullptr);
+      Value r = make_closure(fl, nullptr, n);
+      for (int i = 0; i < n; i++) as_closure(r)->env[i] = bundle_raw(c->env[i], as_closure(t)->env[i]);
+      return r;
+    }
+    case Kind::String: return p;
+    case Kind::Zero: return bundle_raw(materialize_zero(p), t);
+  }
+  return p;
+}
+
+// The primal (part 0) or the unwrapped tangent (part 1) of a forward value.
+Value forward_part(const char* who, Value v, int part) {
+  if (v.is_real()) ad_error(who, "expected a forward value", v);
+  if (!v.is_obj()) return v;
+  switch (kind_of(v)) {
+    case Kind::Bundle: {
+      Bundle* b = static_cast<Bundle*>(v.as_obj());
+      return part == 0 ? b->primal : b->tangent;
+    }
+    case Kind::Pair: return cons(forward_part(who, car(v), part), forward_part(who, cdr(v), part));
+    case Kind::Closure: {
+      Closure* c = as_closure(v);
+      Lambda* lam = c->lambda;
+      if (lam->rule_of && lam->rule_kind == 'F') return Value::obj(lam->rule_of);
+      if (lam->transform != 'F') ad_error(who, "expected a forward value", v);
+      int n = (int)c->aux;
+      if (n == 0) return closure_of(lam->source, nullptr);
+      Value r = make_closure(lam->source, nullptr, n);
+      for (int i = 0; i < n; i++) as_closure(r)->env[i] = forward_part(who, c->env[i], part);
+      return r;
+    }
+    case Kind::Zero: return zero_of(forward_part(who, materialize_zero(v), part));
+    case Kind::String: return v;
+    case Kind::Prim:
+      // A primitive that acts on forward values directly is its own forward version.
+      if (static_cast<Prim*>(v.as_obj())->fwd_rule == nullptr) return v;
+      ad_error(who, "expected a forward value", v);
+    default: ad_error(who, "expected a forward value", v);
+  }
+}
+
+}  // namespace
+
+Value bundle(Value p, Value t) {
+  if (is(t, Kind::Zero)) t = materialize_zero(t);
+  if (!is(t, Kind::Perturbation)) ad_error("bundle", "expected a perturbation as the tangent", t);
+  return bundle_raw(p, tagged_value(t));
+}
+
+Value primal(Value v) { return forward_part("primal", v, 0); }
+Value tangent(Value v) { return perturb(forward_part("tangent", v, 1)); }
+Value j_star(Value v) { return bundle_raw(v, zero_of(v)); }
+
+// ---- reverse mode ----
+
+Value star_j(Value v) {
+  if (v.is_real()) return make_tagged(Kind::Reverse, v);
+  if (!v.is_obj()) return v;
+  switch (kind_of(v)) {
+    case Kind::Pair: return cons(star_j(car(v)), star_j(cdr(v)));
+    case Kind::Bundle:
+    case Kind::Reverse:
+    case Kind::Perturbation:
+    case Kind::Sensitivity: return make_tagged(Kind::Reverse, v);
+    case Kind::Prim: return prim_reverse(static_cast<Prim*>(v.as_obj()));
+    case Kind::Closure: {
+      Closure* c = as_closure(v);
+      Lambda* rl = reverse_transform(c->lambda);
+      int n = (int)c->aux;
+      if (n == 0) return closure_of(rl, nullptr);
+      Value r = make_closure(rl, nullptr, n);
+      for (int i = 0; i < n; i++) as_closure(r)->env[i] = star_j(c->env[i]);
+      return r;
+    }
+    case Kind::Zero: {
+      LazyZero* z = static_cast<LazyZero*>(v.as_obj());
+      if (z->aux > 0) return make_lazy_zero(z->src, (int)z->aux - 1);
+      return star_j(materialize_zero(v));
+    }
+    case Kind::String: return v;
+  }
+  return v;
+}
+
+Value star_j_inverse(Value v) {
+  if (v.is_real()) ad_error("*j-inverse", "expected a reverse value", v);
+  if (!v.is_obj()) return v;
+  switch (kind_of(v)) {
+    case Kind::Reverse: return tagged_value(v);
+    case Kind::Pair: return cons(star_j_inverse(car(v)), star_j_inverse(cdr(v)));
+    case Kind::Closure: {
+      Closure* c = as_closure(v);
+      Lambda* lam = c->lambda;
+      if (lam->rule_of && lam->rule_kind == 'R') return Value::obj(lam->rule_of);
+      if (lam->transform != 'R') ad_error("*j-inverse", "expected a reverse value", v);
+      int n = (int)c->aux;
+      if (n == 0) return closure_of(lam->source, nullptr);
+      Value r = make_closure(lam->source, nullptr, n);
+      for (int i = 0; i < n; i++) as_closure(r)->env[i] = star_j_inverse(c->env[i]);
+      return r;
+    }
+    case Kind::Zero: {
+      LazyZero* z = static_cast<LazyZero*>(v.as_obj());
+      return make_lazy_zero(z->src, (int)z->aux + 1);
+    }
+    case Kind::String: return v;
+    case Kind::Prim:
+      if (static_cast<Prim*>(v.as_obj())->rev_rule == nullptr) return v;
+      ad_error("*j-inverse", "expected a reverse value", v);
+    default: ad_error("*j-inverse", "expected a reverse value", v);
+  }
+}
+
+Value transform_value(Value v, char t) { return t == 'F' ? j_star(v) : star_j(v); }
+
+}  // namespace vlad

@@ -1,0 +1,188 @@
+// analyse.cpp — free variables (in a fixed order) and compilation of an A-normal body into
+// instructions with lexical addresses: a frame slot for the lambda's own variables, an env index
+// for its free variables. Done once per lambda, on its first call.
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "code.hpp"
+#include "interp.hpp"
+
+namespace vlad {
+
+namespace {
+
+struct FreeWalk {
+  std::set<Var*> refs, bound;
+  std::set<Lambda*> visited;
+  std::vector<Lambda*> nested;
+
+  void lambda(Lambda* lam) {
+    if (lam->free_done) {
+      refs.insert(lam->free.begin(), lam->free.end());
+      return;
+    }
+    if (!visited.insert(lam).second) return;
+    nested.push_back(lam);
+    bound.insert(lam->param);
+    body(lam->body);
+  }
+
+  void body(Body* b) {
+    for (Binding& bd : b->binds) {
+      bound.insert(bd.x);
+      if (bd.a) refs.insert(bd.a);
+      if (bd.b) refs.insert(bd.b);
+      if (bd.op == Op::If) {
+        body(bd.then_);
+        body(bd.else_);
+      } else if (bd.op == Op::Lambda) {
+        if (bd.caps) {
+          for (size_t i = 0; i < bd.lam->free.size(); i++) refs.insert(bd.caps[i]);
+          if (!bd.lam->free_done) compute_free_variables(bd.lam);
+        } else {
+          lambda(bd.lam);
+        }
+      }
+    }
+    refs.insert(b->result);
+  }
+};
+
+}  // namespace
+
+void compute_free_variables(Lambda* lam) {
+  if (lam->free_done) return;
+  FreeWalk w;
+  std::vector<Lambda*> members;
+  if (lam->group) members.assign(lam->group->begin(), lam->group->end());
+  else members.push_back(lam);
+  for (Lambda* m : members) w.visited.insert(m);
+  for (Lambda* m : members) {
+    w.bound.insert(m->param);
+    w.body(m->body);
+  }
+  std::vector<Var*> free;
+  for (Var* v : w.refs)
+    if (!w.bound.count(v)) free.push_back(v);
+  std::sort(free.begin(), free.end(), [](Var* a, Var* b) { return a->id < b->id; });
+  for (Lambda* m : members) {
+    m->free.assign(free.begin(), free.end());
+    m->free_done = true;
+  }
+  for (Lambda* n : w.nested) compute_free_variables(n);
+}
+
+namespace {
+
+struct Compiler {
+  Lambda* lam;
+  int nslots = 0;
+  std::unordered_map<Var*, int> free_index;
+  std::unordered_map<Var*, int> uses;
+
+  int ref(Var* v) {
+    if (v->owner == lam) return v->slot;
+    auto it = free_index.find(v);
+    if (it == free_index.end())
+      throw Error(std::string("internal error: variable ") + v->name + " is not in scope", lam->pos);
+    return -(it->second + 1);
+  }
+
+  void bind(Var* v) {
+    v->owner = lam;
+    v->slot = nslots++;
+  }
+
+  void count_uses(Body* b) {
+    for (Binding& bd : b->binds) {
+      if (bd.a) uses[bd.a]++;
+      if (bd.b) uses[bd.b]++;
+      if (bd.op == Op::If) {
+        count_uses(bd.then_);
+        count_uses(bd.else_);
+      } else if (bd.op == Op::Lambda) {
+        for (size_t i = 0; i < bd.lam->free.size(); i++) uses[bd.caps ? bd.caps[i] : bd.lam->free[i]]++;
+      }
+    }
+    uses[b->result]++;
+  }
+
+  void assign_slots(Body* b) {
+    for (Binding& bd : b->binds) {
+      bind(bd.x);
+      if (bd.op == Op::If) {
+        assign_slots(bd.then_);
+        assign_slots(bd.else_);
+      }
+    }
+  }
+
+  Code* body(Body* b, bool tail) {
+    Code* c = static_cast<Code*>(gc_alloc(sizeof(Code)));
+    new (c) Code();
+    std::vector<Instr> ins;
+    size_t n = b->binds.size();
+    for (size_t i = 0; i < n; i++) {
+      Binding& bd = b->binds[i];
+      Instr in{};
+      in.op = bd.op;
+      in.src = &bd;
+      in.x = bd.x->slot;
+      if (bd.a) in.a = ref(bd.a);
+      if (bd.b) in.b = ref(bd.b);
+      in.k = bd.constant;
+      bool last = i + 1 == n && bd.x == b->result;
+      switch (bd.op) {
+        case Op::If:
+          in.then_ = body(bd.then_, tail && last);
+          in.else_ = body(bd.else_, tail && last);
+          in.tail = tail && last;
+          break;
+        case Op::App:
+          in.tail = tail && last;
+          // Fuse (f (cons p q)) when the pair is used only here: binary primitives then take
+          // their two arguments without the pair being allocated.
+          if (!ins.empty() && ins.back().op == Op::Cons && b->binds[i - 1].x == bd.b && uses[bd.b] == 1) {
+            Instr& prev = ins.back();
+            in.op2 = AppPair;
+            in.b = prev.a;
+            in.b2 = prev.b;
+            ins.pop_back();
+          }
+          break;
+        case Op::Lambda: {
+          size_t nf = bd.lam->free.size();
+          in.ncaps = (int)nf;
+          in.caps = static_cast<int*>(gc_alloc_atomic(sizeof(int) * (nf ? nf : 1)));
+          for (size_t k = 0; k < nf; k++) in.caps[k] = ref(bd.caps ? bd.caps[k] : bd.lam->free[k]);
+          break;
+        }
+        default: break;
+      }
+      ins.push_back(in);
+    }
+    c->n = (int)ins.size();
+    c->ins = static_cast<Instr*>(gc_alloc(sizeof(Instr) * (ins.size() ? ins.size() : 1)));
+    std::copy(ins.begin(), ins.end(), c->ins);
+    c->result = ref(b->result);
+    return c;
+  }
+};
+
+}  // namespace
+
+void compile(Lambda* lam) {
+  if (lam->code) return;
+  if (!lam->free_done) compute_free_variables(lam);
+  Compiler c{lam};
+  for (size_t i = 0; i < lam->free.size(); i++) c.free_index[lam->free[i]] = (int)i;
+  c.bind(lam->param);
+  c.assign_slots(lam->body);
+  c.count_uses(lam->body);
+  Code* code = c.body(lam->body, true);
+  code->nslots = c.nslots;
+  lam->code = code;
+}
+
+}  // namespace vlad

@@ -1,0 +1,109 @@
+// ast.hpp — the analysed form of VLAD code, which eval runs and the AD transforms rewrite.
+// Every lambda body is in A-normal form over alpha-converted variables (paper §4).
+#pragma once
+#include "../values/error.hpp"
+#include "../values/value.hpp"
+
+namespace vlad {
+
+struct Lambda;
+struct Code;
+
+// An alpha-converted variable. Each Var object is bound exactly once: as the parameter of one
+// lambda or by one binding in that lambda's body (its `owner`). `tag`/`base` record, for the
+// variables the AD transforms introduce, which transform made them from which variable.
+struct Var {
+  const char* name;
+  int id;
+  Lambda* owner = nullptr;
+  int slot = -1;  // frame slot in `owner`, assigned when `owner` is compiled
+};
+
+// A top-level (global) variable: a mutable cell, looked up late, so that top-level definitions are
+// mutually recursive and can be replaced at the REPL.
+struct Cell {
+  const char* name;
+  Value value;  // Value::unbound() until defined
+};
+
+// The binding forms of an A-normal body `let x1 = e1; ...; xn = en in x_result`.
+enum class Op : uint8_t {
+  Const,   // x = constant (already transformed, in transformed lambdas)
+  Copy,    // x = a
+  Global,  // x = xf(value of cell): a top-level variable, seen through the transforms `xf`
+  App,     // x = (a b)
+  Lambda,  // x = closure of `lam` whose env is the values of `caps` (in lam->free order)
+  Cons,    // x = (cons a b)
+  Car,     // x = car of a, destructuring a pattern; on a lazy zero gives a lazy zero
+  Cdr,     // x = cdr of a
+  Check,   // x = '(); a must equal `constant` (a constant pattern)
+  If,      // x = if a then `then_` else `else_` (a is not #f)
+  EnvRef,  // x = env[index] of a, a closure of `lam` (AD-internal: environment sensitivities)
+};
+
+struct Body;
+
+struct Binding {
+  Op op;
+  Var* x = nullptr;
+  Var* a = nullptr;
+  Var* b = nullptr;
+  Value constant;
+  Cell* cell = nullptr;
+  const char* xf = "";  // Global: transforms to apply, in order ("F", "R", "FR", ...)
+  Lambda* lam = nullptr;
+  Var** caps = nullptr;  // Lambda: one per lam->free
+  Body* then_ = nullptr;
+  Body* else_ = nullptr;
+  int index = 0;
+  Pos pos;
+  const char* pattern = nullptr;  // Car/Cdr/Check: the pattern, for "does not match pattern"
+  Value cache_in = Value::unbound();   // Global with transforms: last cell value seen ...
+  Value cache_out = Value::unbound();  // ... and its transform
+};
+
+struct Body {
+  gc_vector<Binding> binds;
+  Var* result = nullptr;
+};
+
+struct Prim;
+
+// A lambda expression: one parameter, an A-normal body, and its free variables in a fixed order.
+struct Lambda {
+  Var* param = nullptr;
+  Body* body = nullptr;
+  gc_vector<Var*> free;
+  const char* name = nullptr;  // for #<procedure name> and call traces
+  Pos pos;
+
+  // Transforms (paper §4): `transform` is 'F' or 'R' when this lambda was made by transforming
+  // `source`; `fwd`/`rev` cache this lambda's own transforms, computed once.
+  char transform = 0;
+  Lambda* source = nullptr;
+  Lambda* fwd = nullptr;
+  Lambda* rev = nullptr;
+  // A rule lambda: the VLAD code of a primitive's forward ('F') or reverse ('R') version.
+  Prim* rule_of = nullptr;
+  char rule_kind = 0;
+
+  // A letrec group (members share one free-variable list; a member refers to a sibling by a
+  // Lambda binding over its own free variables). Null for a lone lambda.
+  gc_vector<Lambda*>* group = nullptr;
+  bool free_done = false;
+
+  Code* code = nullptr;     // compiled on first call
+  Value empty_closure;      // when `free` is empty, the one closure of this lambda
+};
+
+Var* new_var(const char* name);
+Lambda* new_lambda();
+Body* new_body();
+
+// Computes the free variables of `lam` (and of every lambda nested in it), in variable-id order.
+void compute_free_variables(Lambda* lam);
+
+// Debug printing of the analysed form.
+std::string lambda_to_string(const Lambda* lam);
+
+}  // namespace vlad

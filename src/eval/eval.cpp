@@ -1,0 +1,222 @@
+// eval.cpp — eval/apply over compiled A-normal bodies (paper §4's E and A).
+// Tail calls loop in `apply` without growing the stack; non-tail calls recurse on the C++ stack,
+// which the interpreter runs on a large dedicated thread stack, under a depth limit.
+#include <alloca.h>
+
+#include "../ad/ad.hpp"
+#include "code.hpp"
+#include "interp.hpp"
+
+namespace vlad {
+
+thread_local Interp* current = nullptr;
+thread_local char* stack_limit = nullptr;
+
+Value closure_of(Lambda* lam, const Value* env) {
+  size_t n = lam->free.size();
+  if (n == 0) {
+    if (lam->empty_closure.is_unbound()) lam->empty_closure = make_closure(lam, nullptr, 0);
+    return lam->empty_closure;
+  }
+  return make_closure(lam, env, (int)n);
+}
+
+namespace {
+
+[[noreturn]] void pattern_error(Value v, const Binding* b) {
+  throw Error("value " + write_string(v) + " does not match pattern " + (b->pattern ? b->pattern : "?"), b->pos);
+}
+
+// Compares a value with a constant pattern, looking through AD tags on reals.
+bool matches_constant(Value v, Value k) {
+  if (k.is_real()) {
+    Value p = strip_tags(v);
+    return p.is_real() && p.as_real() == k.as_real();
+  }
+  if (is(k, Kind::String)) return is(v, Kind::String) && string_of(v) == string_of(k);
+  if (is_pair(k)) return is_pair(v) && matches_constant(car(v), car(k)) && matches_constant(cdr(v), cdr(k));
+  if (is(v, Kind::Zero)) return matches_constant(materialize_zero(v), k);
+  return v == k;
+}
+
+Value global_value(Binding* b) {
+  Value v = b->cell->value;
+  if (v.is_unbound()) throw Error(std::string("unbound variable ") + b->cell->name, b->pos);
+  if (!*b->xf) return v;
+  if (v == b->cache_in) return b->cache_out;
+  Value t = v;
+  for (const char* p = b->xf; *p; p++) t = transform_value(t, *p);
+  b->cache_in = v;
+  b->cache_out = t;
+  return t;
+}
+
+const char* callee_name(Value f) {
+  if (is(f, Kind::Closure)) {
+    Lambda* l = static_cast<Closure*>(f.as_obj())->lambda;
+    return l->name ? l->name : "lambda";
+  }
+  if (is(f, Kind::Prim)) return static_cast<Prim*>(f.as_obj())->name;
+  return "?";
+}
+
+[[noreturn]] void add_trace_and_rethrow(Error& e, Value f, Pos pos) {
+  if (e.trace.size() < 20) e.trace.push_back(TraceEntry{callee_name(f), pos});
+  else e.trace_dropped++;
+  throw;
+}
+
+struct Exec {
+  Value* fr;
+  Value* env;
+
+  Value get(int r) const { return r >= 0 ? fr[r] : env[-r - 1]; }
+
+  // Runs a body. Returns true for a tail call (leaving the callee and argument in f, arg).
+  bool run(const Code* c, Value& f, Value& arg, Value& result) {
+    const Instr* ip = c->ins;
+    const Instr* end = ip + c->n;
+    for (; ip < end; ip++) {
+      switch (ip->op) {
+        case Op::Const: fr[ip->x] = ip->k; break;
+        case Op::Copy: fr[ip->x] = get(ip->a); break;
+        case Op::Global: fr[ip->x] = global_value(ip->src); break;
+        case Op::App: {
+          Value fv = get(ip->a);
+          Value av;
+          if (ip->op2 == AppPair) {
+            if (is(fv, Kind::Prim)) {
+              Prim* p = static_cast<Prim*>(fv.as_obj());
+              if (p->arity == 2 && p->fn2) {
+                try {
+                  fr[ip->x] = p->fn2(p, get(ip->b), get(ip->b2));
+                } catch (Error& e) {
+                  if (!e.pos.file) e.pos = ip->src->pos;
+                  throw;
+                }
+                break;
+              }
+            }
+            av = cons(get(ip->b), get(ip->b2));
+          } else {
+            av = get(ip->b);
+          }
+          if (ip->tail) {
+            f = fv;
+            arg = av;
+            return true;
+          }
+          try {
+            fr[ip->x] = apply(fv, av, ip->src->pos);
+          } catch (Error& e) {
+            if (!e.pos.file) e.pos = ip->src->pos;
+            add_trace_and_rethrow(e, fv, ip->src->pos);
+          }
+          break;
+        }
+        case Op::Lambda: {
+          Lambda* lam = ip->src->lam;
+          int n = ip->ncaps;
+          if (n == 0) {
+            fr[ip->x] = closure_of(lam, nullptr);
+          } else {
+            Value v = make_closure(lam, nullptr, n);
+            Closure* cl = static_cast<Closure*>(v.as_obj());
+            for (int k = 0; k < n; k++) cl->env[k] = get(ip->caps[k]);
+            fr[ip->x] = v;
+          }
+          break;
+        }
+        case Op::Cons: fr[ip->x] = cons(get(ip->a), get(ip->b)); break;
+        case Op::Car:
+        case Op::Cdr: {
+          Value v = get(ip->a);
+          if (is_pair(v)) {
+            fr[ip->x] = ip->op == Op::Car ? car(v) : cdr(v);
+          } else if (is(v, Kind::Zero)) {
+            Value m = materialize_zero(v);
+            if (!is_pair(m)) pattern_error(m, ip->src);
+            fr[ip->x] = ip->op == Op::Car ? car(m) : cdr(m);
+          } else {
+            pattern_error(v, ip->src);
+          }
+          break;
+        }
+        case Op::Check: {
+          Value v = get(ip->a);
+          if (!matches_constant(v, ip->k)) pattern_error(v, ip->src);
+          fr[ip->x] = Value::nil();
+          break;
+        }
+        case Op::If: {
+          Value c = get(ip->a);
+          const Code* branch = c.is_false() ? ip->else_ : ip->then_;
+          if (ip->tail) return run(branch, f, arg, result);
+          Value r;
+          if (run(branch, f, arg, r)) {  // cannot happen: branch not in tail position
+            r = apply(f, arg);
+          }
+          fr[ip->x] = r;
+          break;
+        }
+        case Op::EnvRef: {
+          Value v = get(ip->a);
+          fr[ip->x] = env_ref(v, ip->src->index, ip->src->lam);
+          break;
+        }
+      }
+    }
+    result = get(c->result);
+    return false;
+  }
+};
+
+}  // namespace
+
+Value apply(Value f, Value arg, Pos call_pos) {
+  (void)call_pos;
+  Interp* in = current;
+  char here;
+  if (++in->depth > in->depth_limit || &here < stack_limit) {
+    in->depth--;
+    throw Error("recursion depth limit exceeded (" + std::to_string(in->depth_limit) +
+                " nested calls); raise it with --depth-limit");
+  }
+  struct DepthGuard {
+    Interp* in;
+    ~DepthGuard() { in->depth--; }
+  } guard{in};
+  Value* frame = nullptr;
+  int cap = 0;
+  for (;;) {
+    if (in->interrupt.load(std::memory_order_relaxed)) {
+      in->interrupt = false;
+      throw Error("interrupted");
+    }
+    if (is(f, Kind::Closure)) {
+      Closure* cl = static_cast<Closure*>(f.as_obj());
+      Lambda* lam = cl->lambda;
+      if (!lam->code) compile(lam);
+      const Code* code = lam->code;
+      if (code->nslots > cap) {
+        cap = code->nslots;
+        frame = static_cast<Value*>(alloca(sizeof(Value) * cap));
+      }
+      frame[0] = arg;
+      Exec ex{frame, cl->env};
+      Value result;
+      if (ex.run(code, f, arg, result)) continue;
+      return result;
+    }
+    if (is(f, Kind::Prim)) return apply_prim(static_cast<Prim*>(f.as_obj()), arg);
+    throw Error("not a procedure: " + write_string(f) + " cannot be applied to " + write_string(arg));
+  }
+}
+
+Value run_toplevel(Interp& in, const TopLevel& t) {
+  (void)in;
+  compile(t.thunk);
+  return apply(closure_of(t.thunk, nullptr), Value::nil(), t.pos);
+}
+
+}  // namespace vlad

@@ -1,0 +1,167 @@
+// interp.cpp — an interpreter instance: its namespaces and primitives, the prelude, includes,
+// and the read → expand → evaluate pipeline for a whole text.
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+#include "../ad/ad.hpp"
+#include "interp.hpp"
+
+namespace vlad {
+
+extern const char* prelude_source;
+
+Interp::Interp() {
+  GC_INIT();
+  for (Prim* p : make_builtin_prims()) add_prim(p);
+  p_plus = prim("plus");
+  p_zero = prim("zero");
+  p_rzero = prim("%rzero");
+  p_sensitize = prim("sensitize");
+  p_unsensitize = prim("unsensitize");
+  p_if = prim("if-procedure");
+  Interp* saved = current;
+  current = this;
+  RunOptions opt;
+  opt.prelude = true;
+  run_text(*this, prelude_source, "<prelude>", opt, [](Value, Pos) {});
+  // The user's namespace starts as a copy of the prelude's.
+  for (auto& [name, c] : prelude_cells) {
+    Cell* u = cell(name, false);
+    u->value = c->value;
+  }
+  current = saved;
+}
+
+void Interp::add_prim(Prim* p) {
+  p->id = (int)prims.size();
+  prims.push_back(p);
+  prim_by_name[p->name] = p;
+  meter.push_back(0);
+  cell(p->name, true)->value = Value::obj(p);
+  Cell* u = cell(p->name, false);
+  u->value = Value::obj(p);
+}
+
+Cell* Interp::cell(const char* name, bool prelude) {
+  auto& table = prelude ? prelude_cells : user_cells;
+  auto it = table.find(name);
+  if (it != table.end()) return it->second;
+  Cell* c = static_cast<Cell*>(GC_MALLOC_UNCOLLECTABLE(sizeof(Cell)));
+  c->name = name;
+  c->value = Value::unbound();
+  table[name] = c;
+  return c;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open file " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+namespace {
+
+bool file_exists(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string dir_of(const std::string& path) {
+  size_t k = path.rfind('/');
+  return k == std::string::npos ? "." : path.substr(0, k);
+}
+
+std::string find_include(Interp& in, const std::string& name, const std::string& dir, Pos pos) {
+  std::string file = name;
+  size_t slash = file.rfind('/');
+  if (file.find('.', slash == std::string::npos ? 0 : slash) == std::string::npos) file += ".vlad";
+  std::vector<std::string> dirs{dir};
+  dirs.insert(dirs.end(), in.include_dirs.begin(), in.include_dirs.end());
+  dirs.push_back(".");
+  for (const auto& d : dirs) {
+    std::string p = file[0] == '/' ? file : d + "/" + file;
+    if (file_exists(p)) return p;
+  }
+  throw Error("include: cannot find " + file, pos);
+}
+
+}  // namespace
+
+void run_text(Interp& in, const std::string& text, const char* file, const RunOptions& opt,
+              const std::function<void(Value, Pos)>& on_value) {
+  gc_vector<TopForm> forms = read_program(text, file);
+  const char* include = intern("include");
+  for (const TopForm& f : forms) {
+    Sx* form = f.form;
+    if (form->type == Sx::Pair && sx_is_sym(form->car, include)) {
+      Sx* arg = form->cdr->type == Sx::Pair ? form->cdr->car : nullptr;
+      if (!arg || arg->type != Sx::Str || form->cdr->cdr->type != Sx::Nil)
+        throw Error("include: expected (include \"name\")", form->pos);
+      std::string path = find_include(in, std::string(arg->text, arg->len), opt.dir.empty() ? "." : opt.dir, form->pos);
+      char real[4096];
+      std::string key = realpath(path.c_str(), real) ? real : path;
+      if (in.included.count(key)) continue;
+      in.included.insert(key);
+      RunOptions sub = opt;
+      sub.dir = dir_of(path);
+      run_text(in, read_file(path), intern(path), sub, on_value);
+      continue;
+    }
+    for (const TopLevel& t : expand_toplevel(in, form, opt.prelude, opt.dir)) {
+      Value v = run_toplevel(in, t);
+      if (t.cell) {
+        if (is(v, Kind::Closure)) {
+          Lambda* l = static_cast<Closure*>(v.as_obj())->lambda;
+          if (!l->name) l->name = t.cell->name;
+        }
+        t.cell->value = v;
+      } else {
+        on_value(v, t.pos);
+      }
+    }
+  }
+}
+
+// ---- primitives' forward and reverse versions, from their rules ----
+
+namespace {
+
+Value eval_rule(Prim* p, const char* src, char kind) {
+  Interp& in = *current;
+  gc_vector<TopForm> forms = read_program(src, "<rules>");
+  auto tops = expand_toplevel(in, forms[0].form, true, "");
+  Value v = run_toplevel(in, tops[0]);
+  Lambda* lam = static_cast<Closure*>(v.as_obj())->lambda;
+  lam->rule_of = p;
+  lam->rule_kind = kind;
+  std::string name = std::string(kind == 'F' ? "forward " : "reverse ") + p->name;
+  lam->name = intern(name);
+  return v;
+}
+
+}  // namespace
+
+Value prim_forward(Prim* p) {
+  if (!p->fwd.is_unbound()) return p->fwd;
+  if (!p->fwd_rule) {
+    if (p->cls == PrimClass::Host)
+      throw Error(std::string(p->name) + ": this host primitive was registered without derivatives");
+    return p->fwd = Value::obj(p);
+  }
+  return p->fwd = eval_rule(p, p->fwd_rule, 'F');
+}
+
+Value prim_reverse(Prim* p) {
+  if (!p->rev.is_unbound()) return p->rev;
+  if (!p->rev_rule) {
+    if (p->cls == PrimClass::Host)
+      throw Error(std::string(p->name) + ": this host primitive was registered without derivatives");
+    return p->rev = Value::obj(p);
+  }
+  return p->rev = eval_rule(p, p->rev_rule, 'R');
+}
+
+}  // namespace vlad

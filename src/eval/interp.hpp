@@ -1,0 +1,71 @@
+// interp.hpp — the state of one interpreter: global cells, primitives, meter, limits, and the
+// entry points that take source text to values (expand, analyse, eval).
+#pragma once
+#include <atomic>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../prims/prims.hpp"
+#include "../values/reader.hpp"
+#include "ast.hpp"
+
+namespace vlad {
+
+struct Interp {
+  // Two global namespaces: the prelude's (closed over the builtins) and the user's, which starts
+  // as a copy of the prelude's and may shadow any name.
+  std::unordered_map<const char*, Cell*> prelude_cells, user_cells;
+  std::vector<Prim*> prims;
+  std::unordered_map<const char*, Prim*> prim_by_name;
+  std::vector<uint64_t> meter;  // per prim id
+  long depth = 0;
+  long depth_limit = 1000000 * 4;
+  std::atomic<bool> interrupt{false};
+  std::vector<std::string> include_dirs;
+  std::set<std::string> included;
+  std::string (*read_line)(Interp&) = nullptr;
+
+  // Primitives the AD transforms insert into code.
+  Prim *p_plus = nullptr, *p_zero = nullptr, *p_rzero = nullptr, *p_sensitize = nullptr,
+       *p_unsensitize = nullptr, *p_if = nullptr;
+
+  Interp();
+  Cell* cell(const char* name, bool prelude);
+  Prim* prim(const char* name) { return prim_by_name.at(intern(name)); }
+  void add_prim(Prim* p);
+};
+
+// The interpreter running on this thread (set by the API and the CLI around each evaluation).
+extern thread_local Interp* current;
+
+// ---- expansion (expand.cpp) ----
+// A top-level form, analysed: either a definition of `cell` or an expression; `thunk` computes it.
+struct TopLevel {
+  Cell* cell = nullptr;  // non-null for (define ...)
+  Lambda* thunk = nullptr;
+  Pos pos;
+};
+// Expands one top-level form (includes are spliced by the caller). `prelude` selects the
+// prelude's namespace.
+gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const std::string& dir);
+
+// ---- evaluation (eval.cpp) ----
+Value apply(Value f, Value arg, Pos call_pos = Pos());
+Value run_toplevel(Interp& in, const TopLevel& t);
+void compile(Lambda* lam);
+Value closure_of(Lambda* lam, const Value* env);
+
+// ---- the pipeline: read, expand, evaluate (interp.cpp) ----
+// Runs every form of `text`; calls `on_value` for each non-definition expression's value.
+struct RunOptions {
+  bool prelude = false;
+  std::string dir;
+};
+void run_text(Interp& in, const std::string& text, const char* file, const RunOptions& opt,
+              const std::function<void(Value, Pos)>& on_value);
+std::string read_file(const std::string& path);
+
+}  // namespace vlad

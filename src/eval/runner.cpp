@@ -1,0 +1,242 @@
+// runner.cpp — evaluation threads with large stacks, the `--check` driver and the meter report.
+#include "runner.hpp"
+
+#include <pthread.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <exception>
+
+namespace vlad {
+
+size_t eval_stack_bytes = size_t(4) << 30;
+extern thread_local char* stack_limit;
+
+namespace {
+
+struct ThreadJob {
+  Interp* in;
+  const std::function<void()>* fn;
+  std::exception_ptr error;
+};
+
+void* thread_main(void* arg) {
+  ThreadJob* job = static_cast<ThreadJob*>(arg);
+  pthread_attr_t attr;
+  void* base = nullptr;
+  size_t size = 0;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &base, &size);
+    pthread_attr_destroy(&attr);
+  }
+  stack_limit = static_cast<char*>(base) + (size > (8u << 20) ? (4u << 20) : size / 4);
+  current = job->in;
+  try {
+    (*job->fn)();
+  } catch (...) {
+    job->error = std::current_exception();
+  }
+  current = nullptr;
+  return nullptr;
+}
+
+}  // namespace
+
+void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
+  ThreadJob job{in, &fn, nullptr};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  size_t size = eval_stack_bytes;
+  pthread_t th;
+  int rc;
+  for (;;) {
+    pthread_attr_setstacksize(&attr, size);
+    rc = pthread_create(&th, &attr, thread_main, &job);  // GC_pthread_create via gc.h
+    if (rc == 0 || size <= (64u << 20)) break;
+    size /= 2;
+  }
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    // No thread: run here, with the limit at this thread's stack.
+    Interp* saved = current;
+    current = in;
+    try {
+      fn();
+    } catch (...) {
+      current = saved;
+      throw;
+    }
+    current = saved;
+    return;
+  }
+  pthread_join(th, nullptr);
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+// ---- --check ----
+
+namespace {
+
+std::vector<std::string> tokens(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    char c = s[i];
+    if (c == ' ' || c == '\n' || c == '\t') { i++; continue; }
+    if (c == '(' || c == ')') { out.push_back(std::string(1, c)); i++; continue; }
+    if (c == '"') {
+      size_t j = i + 1;
+      while (j < s.size() && s[j] != '"') j += s[j] == '\\' ? 2 : 1;
+      out.push_back(s.substr(i, j + 1 - i));
+      i = j + 1;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.size() && s[j] != ' ' && s[j] != '(' && s[j] != ')' && s[j] != '\n') j++;
+    out.push_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+bool as_number(const std::string& t, double& d) {
+  if (t == "+nan") { d = NAN; return true; }
+  if (t == "+inf") { d = INFINITY; return true; }
+  if (t == "-inf") { d = -INFINITY; return true; }
+  char* end;
+  d = strtod(t.c_str(), &end);
+  return !t.empty() && *end == 0 && (isdigit((unsigned char)t[0]) || t[0] == '-' || t[0] == '+' || t[0] == '.');
+}
+
+bool close(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  if (a == b) return true;
+  double d = std::fabs(a - b);
+  return d <= 1e-10 || d <= 1e-10 * std::max(std::fabs(a), std::fabs(b));
+}
+
+}  // namespace
+
+bool answer_matches(Value v, const std::string& expected) {
+  auto a = tokens(write_string(v));
+  auto e = tokens(expected);
+  if (a.size() != e.size()) return false;
+  for (size_t i = 0; i < a.size(); i++) {
+    if (a[i] == e[i]) continue;
+    double x, y;
+    if (as_number(a[i], x) && as_number(e[i], y) && close(x, y)) continue;
+    return false;
+  }
+  return true;
+}
+
+CheckResult check_text(Interp& in, const std::string& text, const char* file, const std::string& dir,
+                       std::string& report) {
+  CheckResult res;
+  gc_vector<TopForm> forms;
+  try {
+    forms = read_program(text, intern(file));
+  } catch (const Error& e) {
+    report += e.located() + "\n";
+    res.failed++;
+    return res;
+  }
+  const char* error_sym = intern("error");
+  for (const TopForm& f : forms) {
+    Pos at = f.form->pos;
+    bool expect_error = f.expected && f.expected->type == Sx::Pair && sx_is_sym(f.expected->car, error_sym);
+    std::string want_text;
+    if (expect_error) {
+      Sx* m = f.expected->cdr->type == Sx::Pair ? f.expected->cdr->car : nullptr;
+      if (m && m->type == Sx::Str) want_text = std::string(m->text, m->len);
+    }
+    bool is_define = f.form->type == Sx::Pair &&
+                     (sx_is_sym(f.form->car, intern("define")) || sx_is_sym(f.form->car, intern("include")));
+    std::vector<Value> values;
+    try {
+      RunOptions opt;
+      opt.dir = dir;
+      // run one form through the same pipeline as a file
+      std::string one;  // not used: we run the form directly
+      const char* include = intern("include");
+      if (f.form->type == Sx::Pair && sx_is_sym(f.form->car, include)) {
+        std::string src = "(include " + sx_to_string(f.form->cdr->car) + ")";
+        run_text(in, src, file, opt, [&](Value v, Pos) { values.push_back(v); });
+      } else {
+        for (const TopLevel& t : expand_toplevel(in, f.form, false, dir)) {
+          Value v = run_toplevel(in, t);
+          if (t.cell) {
+            if (is(v, Kind::Closure)) {
+              Lambda* l = static_cast<Closure*>(v.as_obj())->lambda;
+              if (!l->name) l->name = t.cell->name;
+            }
+            t.cell->value = v;
+          } else {
+            values.push_back(v);
+          }
+        }
+      }
+    } catch (const Error& e) {
+      if (expect_error && std::string(e.what()).find(want_text) != std::string::npos) {
+        res.passed++;
+      } else {
+        res.failed++;
+        report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + "\n    raised: " + e.located() + "\n";
+        if (f.expected) report += "    expected: " + sx_to_string(f.expected) + "\n";
+      }
+      continue;
+    }
+    if (expect_error) {
+      res.failed++;
+      report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + "\n    expected an error containing \"" +
+                want_text + "\", got " + (values.empty() ? std::string("no value") : write_string(values.back())) + "\n";
+      continue;
+    }
+    if (f.expected) {
+      std::string want = sx_to_string(f.expected);
+      if (!values.empty() && answer_matches(values.back(), want)) {
+        res.passed++;
+      } else {
+        res.failed++;
+        report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + "\n    expected: " + want + "\n    got:      " +
+                  (values.empty() ? std::string("no value") : write_string(values.back())) + "\n";
+      }
+      continue;
+    }
+    if (is_define) continue;
+    if (!values.empty() && values.back() == Value::boolean(true)) {
+      res.passed++;
+    } else {
+      res.failed++;
+      report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + "\n    expected #t, got " +
+                (values.empty() ? std::string("no value") : write_string(values.back())) + "\n";
+    }
+  }
+  return res;
+}
+
+// ---- meter ----
+
+std::string meter_report(const Interp& in) {
+  std::string out;
+  uint64_t total = 0;
+  for (size_t i = 0; i < in.prims.size(); i++) {
+    if (!in.meter[i]) continue;
+    out += std::string(in.prims[i]->name) + " " + std::to_string(in.meter[i]) + "\n";
+    total += in.meter[i];
+  }
+  out += "total primitive operations: " + std::to_string(total) + "\n";
+  return out;
+}
+
+void meter_reset(Interp& in) {
+  for (auto& m : in.meter) m = 0;
+}
+
+uint64_t meter_total(const Interp& in) {
+  uint64_t t = 0;
+  for (auto m : in.meter) t += m;
+  return t;
+}
+
+}  // namespace vlad

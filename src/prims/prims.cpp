@@ -1,0 +1,378 @@
+// prims.cpp — the builtin primitives, declared in one table. Each arithmetic row carries its
+// partial derivatives as VLAD expressions; from them the forward and reverse versions are written
+// once (see rules below), in VLAD, so they can themselves be transformed (nesting to any depth).
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "../ad/ad.hpp"
+#include "../eval/interp.hpp"
+#include "prims.hpp"
+
+namespace vlad {
+
+void meter_count(Prim* p) { current->meter[p->id]++; }
+
+namespace {
+
+[[noreturn]] void type_error(Prim* p, const char* expected, Value v) {
+  throw Error(std::string(p->name) + ": expected " + expected + ", got " + write_string(v));
+}
+
+inline double real_arg(Prim* p, Value v) {
+  if (v.is_real()) return v.as_real();
+  if (is(v, Kind::Zero)) {
+    Value m = materialize_zero(v);
+    if (m.is_real()) return m.as_real();
+  }
+  type_error(p, "a real", v);
+}
+
+// Comparisons and predicates look through AD tags (a transformed comparison compares primals).
+inline double compare_arg(Prim* p, Value v) {
+  Value s = strip_tags(v);
+  if (s.is_real()) return s.as_real();
+  type_error(p, "a real", v);
+}
+
+#define UNARY(fname, expr)                             \
+  Value fname(Prim* p, Value v) {                      \
+    double x = real_arg(p, v);                         \
+    meter_count(p);                                    \
+    return Value::real(expr);                          \
+  }
+#define BINARY(fname, expr)                            \
+  Value fname(Prim* p, Value a, Value b) {             \
+    double x = real_arg(p, a), y = real_arg(p, b);     \
+    meter_count(p);                                    \
+    return Value::real(expr);                          \
+  }
+#define COMPARE(fname, expr)                           \
+  Value fname(Prim* p, Value a, Value b) {             \
+    double x = compare_arg(p, a), y = compare_arg(p, b); \
+    meter_count(p);                                    \
+    return Value::boolean(expr);                       \
+  }
+#define COMPARE1(fname, expr)                          \
+  Value fname(Prim* p, Value v) {                      \
+    double x = compare_arg(p, v);                      \
+    meter_count(p);                                    \
+    return Value::boolean(expr);                       \
+  }
+
+BINARY(p_add, x + y)
+BINARY(p_sub, x - y)
+BINARY(p_mul, x * y)
+BINARY(p_div, x / y)
+BINARY(p_atan2, std::atan2(x, y))
+BINARY(p_expt, std::pow(x, y))
+BINARY(p_min, x <= y ? x : y)
+BINARY(p_max, x >= y ? x : y)
+UNARY(p_sqrt, std::sqrt(x))
+UNARY(p_exp, std::exp(x))
+UNARY(p_log, std::log(x))
+UNARY(p_sin, std::sin(x))
+UNARY(p_cos, std::cos(x))
+UNARY(p_abs, std::fabs(x))
+UNARY(p_tan, std::tan(x))
+UNARY(p_tanh, std::tanh(x))
+COMPARE(p_eq, x == y)
+COMPARE(p_lt, x < y)
+COMPARE(p_gt, x > y)
+COMPARE(p_le, x <= y)
+COMPARE(p_ge, x >= y)
+COMPARE1(p_zerop, x == 0)
+COMPARE1(p_positivep, x > 0)
+COMPARE1(p_negativep, x < 0)
+
+Value forced(Value v) { return is(v, Kind::Zero) ? materialize_zero(v) : v; }
+
+Value p_nullp(Prim*, Value v) { return Value::boolean(forced(v).is_nil()); }
+Value p_booleanp(Prim*, Value v) { return Value::boolean(forced(v).is_bool()); }
+Value p_realp(Prim*, Value v) { return Value::boolean(strip_tags(v).is_real()); }
+Value p_pairp(Prim*, Value v) { return Value::boolean(is_pair(forced(v))); }
+Value p_procedurep(Prim*, Value v) {
+  v = forced(v);
+  return Value::boolean(is(v, Kind::Closure) || is(v, Kind::Prim));
+}
+Value p_stringp(Prim*, Value v) { return Value::boolean(is(forced(v), Kind::String)); }
+Value p_perturbationp(Prim*, Value v) { return Value::boolean(is(forced(v), Kind::Perturbation)); }
+Value p_sensitivityp(Prim*, Value v) { return Value::boolean(is(forced(v), Kind::Sensitivity)); }
+Value p_forwardp(Prim*, Value v) {
+  v = forced(v);
+  if (is(v, Kind::Bundle)) return Value::boolean(true);
+  if (is(v, Kind::Closure)) {
+    Lambda* l = static_cast<Closure*>(v.as_obj())->lambda;
+    return Value::boolean(l->transform == 'F' || (l->rule_of && l->rule_kind == 'F'));
+  }
+  return Value::boolean(false);
+}
+Value p_reversep(Prim*, Value v) {
+  v = forced(v);
+  if (is(v, Kind::Reverse)) return Value::boolean(true);
+  if (is(v, Kind::Closure)) {
+    Lambda* l = static_cast<Closure*>(v.as_obj())->lambda;
+    return Value::boolean(l->transform == 'R' || (l->rule_of && l->rule_kind == 'R'));
+  }
+  return Value::boolean(false);
+}
+
+Value p_car(Prim* p, Value v) {
+  v = forced(v);
+  if (!is_pair(v)) type_error(p, "a pair", v);
+  return car(v);
+}
+Value p_cdr(Prim* p, Value v) {
+  v = forced(v);
+  if (!is_pair(v)) type_error(p, "a pair", v);
+  return cdr(v);
+}
+Value p_if(Prim* p, Value v) {
+  v = forced(v);
+  if (!is_pair(v) || !is_pair(forced(cdr(v)))) type_error(p, "(cons test (cons consequent alternative))", v);
+  Value rest = forced(cdr(v));
+  return car(v).is_false() ? cdr(rest) : car(rest);
+}
+Value p_real(Prim* p, Value v) {
+  if (!strip_tags(v).is_real()) type_error(p, "a real", v);
+  return v;
+}
+Value p_write_real(Prim* p, Value v) {
+  if (!strip_tags(v).is_real()) type_error(p, "a real", v);
+  std::cout << write_string(v) << "\n";
+  return v;
+}
+Value p_write(Prim*, Value v) {
+  std::cout << write_string(v) << "\n";
+  return v;
+}
+Value p_display(Prim*, Value v) {
+  std::cout << display_string(v);
+  return v;
+}
+Value p_newline(Prim*, Value v) {
+  std::cout << "\n";
+  return v;
+}
+Value p_read_real(Prim* p, Value) {
+  std::cout.flush();
+  double d;
+  if (!(std::cin >> d)) throw Error(std::string(p->name) + ": no real on standard input");
+  return Value::real(d);
+}
+Value p_error(Prim*, Value v) {
+  v = forced(v);
+  std::string msg;
+  Value rest = Value::nil();
+  if (is_pair(v)) {
+    msg = is(car(v), Kind::String) ? string_of(car(v)) : write_string(car(v));
+    rest = cdr(v);
+  } else {
+    msg = is(v, Kind::String) ? string_of(v) : write_string(v);
+  }
+  if (!rest.is_nil()) {
+    if (is_pair(rest) || rest.is_nil()) {
+      while (is_pair(rest)) {
+        msg += " " + write_string(car(rest));
+        rest = cdr(rest);
+      }
+      if (!rest.is_nil()) msg += " " + write_string(rest);
+    } else {
+      msg += " " + write_string(rest);
+    }
+  }
+  throw Error(msg);
+}
+
+Value p_zero(Prim*, Value v) { return zero_of(v); }
+Value p_rzero(Prim*, Value v) { return rzero(v); }
+Value p_plus(Prim*, Value a, Value b) { return plus(a, b); }
+Value p_perturb(Prim*, Value v) { return perturb(v); }
+Value p_unperturb(Prim*, Value v) { return unperturb(v); }
+Value p_bundle(Prim*, Value a, Value b) { return bundle(a, b); }
+Value p_primal(Prim*, Value v) { return primal(v); }
+Value p_tangent(Prim*, Value v) { return tangent(v); }
+Value p_sensitize(Prim*, Value v) { return sensitize(v); }
+Value p_unsensitize(Prim*, Value v) { return unsensitize(v); }
+Value p_star_j(Prim*, Value v) { return star_j(v); }
+Value p_star_j_inverse(Prim*, Value v) { return star_j_inverse(v); }
+
+// ---- derivative rules (VLAD source) ----
+// Unary real primitive u with derivative D(x) (paper §4: ←u and its forward analogue).
+std::string fwd_unary(const std::string& op, const std::string& d) {
+  return "(lambda (b) (let ((x (primal b)) (dx (unperturb (tangent b)))) (bundle (" + op +
+         " x) (perturb (* " + d + " dx)))))";
+}
+std::string rev_unary(const std::string& op, const std::string& d) {
+  return "(lambda (xr) (let ((x (*j-inverse xr))) (cons (*j (" + op +
+         " x)) (lambda (ys) (sensitize (cons '() (* " + d + " (unsensitize ys))))))))";
+}
+// Binary real primitive b with partials D1, D2 over x1, x2; `tan` is the tangent expression
+// over dx1, dx2, and `sens` the pair of argument sensitivities over y.
+std::string fwd_binary(const std::string& op, const std::string& tan) {
+  return "(lambda (b) (let* ((p (primal b)) (x1 (car p)) (x2 (cdr p)) (t (unperturb (tangent b))) (dx1 (car t)) "
+         "(dx2 (cdr t))) (bundle (" + op + " x1 x2) (perturb " + tan + "))))";
+}
+std::string rev_binary(const std::string& op, const std::string& sens) {
+  return "(lambda (xr) (let* ((p (*j-inverse xr)) (x1 (car p)) (x2 (cdr p))) (cons (*j (" + op +
+         " x1 x2)) (lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() " + sens + ")))))))";
+}
+std::string bin_rules(const std::string& d1, const std::string& d2, std::string* fwd) {
+  *fwd = "(+ (* " + d1 + " dx1) (* " + d2 + " dx2))";
+  return "(cons (* " + d1 + " y) (* " + d2 + " y))";
+}
+// Comparisons and type predicates: the result does not depend on the reals, so the sensitivity
+// is zero; they look through tags, so their forward version is themselves.
+std::string rev_constant(const std::string& op) {
+  return "(lambda (xr) (cons (" + op + " xr) (lambda (ys) (sensitize (cons '() (%rzero xr))))))";
+}
+// Tag predicates look at the outermost tag, under the transform's own.
+std::string fwd_tagpred(const std::string& op) { return "(lambda (b) (" + op + " (primal b)))"; }
+std::string rev_tagpred(const std::string& op) {
+  return "(lambda (xr) (cons (" + op + " (*j-inverse xr)) (lambda (ys) (sensitize (cons '() (%rzero xr))))))";
+}
+// The AD primitives are linear, so their forward version applies them to primal and tangent
+// alike; their reverse version applies the transpose (paper §4, ←0 ←⊕ ←J ←J⁻¹).
+std::string fwd_linear(const std::string& op) {
+  return "(lambda (v) (bundle (" + op + " (primal v)) (perturb (" + op + " (unperturb (tangent v))))))";
+}
+std::string rev_linear(const std::string& op, const std::string& transpose) {
+  return "(lambda (xr) (let ((x (*j-inverse xr))) (cons (*j (" + op +
+         " x)) (lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() " + transpose + ")))))))";
+}
+// Structural primitives act on transformed values directly; their sensitivity rule is given.
+std::string rev_structural(const std::string& op, const std::string& sens) {
+  return "(lambda (xr) (cons (" + op + " xr) (lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() " +
+         sens + "))))))";
+}
+
+struct Row {
+  const char* name;
+  int arity;
+  PrimClass cls;
+  Value (*fn1)(Prim*, Value);
+  Value (*fn2)(Prim*, Value, Value);
+  std::string fwd, rev;
+};
+
+const char* intern_rule(const std::string& s) { return s.empty() ? nullptr : intern(s); }
+
+std::vector<Row> table() {
+  std::vector<Row> t;
+  auto unary = [&](const char* n, Value (*f)(Prim*, Value), const std::string& d) {
+    t.push_back({n, 1, PrimClass::Arith, f, nullptr, fwd_unary(n, d), rev_unary(n, d)});
+  };
+  auto binary = [&](const char* n, Value (*f)(Prim*, Value, Value), const std::string& d1, const std::string& d2) {
+    std::string tan;
+    std::string sens = bin_rules(d1, d2, &tan);
+    t.push_back({n, 2, PrimClass::Arith, nullptr, f, fwd_binary(n, tan), rev_binary(n, sens)});
+  };
+  t.push_back({"+", 2, PrimClass::Arith, nullptr, p_add, fwd_binary("+", "(+ dx1 dx2)"), rev_binary("+", "(cons y y)")});
+  t.push_back({"-", 2, PrimClass::Arith, nullptr, p_sub, fwd_binary("-", "(- dx1 dx2)"),
+               rev_binary("-", "(cons y (- 0 y))")});
+  t.push_back({"*", 2, PrimClass::Arith, nullptr, p_mul, fwd_binary("*", "(+ (* x2 dx1) (* x1 dx2))"),
+               rev_binary("*", "(cons (* x2 y) (* x1 y))")});
+  binary("/", p_div, "(/ 1 x2)", "(- 0 (/ x1 (* x2 x2)))");
+  binary("atan", p_atan2, "(/ x2 (+ (* x1 x1) (* x2 x2)))", "(- 0 (/ x1 (+ (* x1 x1) (* x2 x2))))");
+  binary("expt", p_expt, "(* x2 (expt x1 (- x2 1)))", "(if (> x1 0) (* (expt x1 x2) (log x1)) 0)");
+  binary("min", p_min, "(if (<= x1 x2) 1 0)", "(if (<= x1 x2) 0 1)");
+  binary("max", p_max, "(if (>= x1 x2) 1 0)", "(if (>= x1 x2) 0 1)");
+  unary("sqrt", p_sqrt, "(/ 1 (* 2 (sqrt x)))");
+  unary("exp", p_exp, "(exp x)");
+  unary("log", p_log, "(/ 1 x)");
+  unary("sin", p_sin, "(cos x)");
+  unary("cos", p_cos, "(- 0 (sin x))");
+  unary("abs", p_abs, "(if (< x 0) -1 (if (> x 0) 1 0))");
+  unary("tan", p_tan, "(let ((c (cos x))) (/ 1 (* c c)))");
+  unary("tanh", p_tanh, "(let ((y (tanh x))) (- 1 (* y y)))");
+  for (auto [n, f] : std::vector<std::pair<const char*, Value (*)(Prim*, Value, Value)>>{
+           {"=", p_eq}, {"<", p_lt}, {">", p_gt}, {"<=", p_le}, {">=", p_ge}})
+    t.push_back({n, 2, PrimClass::Compare, nullptr, f, "", rev_constant(n)});
+  for (auto [n, f] : std::vector<std::pair<const char*, Value (*)(Prim*, Value)>>{
+           {"zero?", p_zerop}, {"positive?", p_positivep}, {"negative?", p_negativep}})
+    t.push_back({n, 1, PrimClass::Compare, f, nullptr, "", rev_constant(n)});
+  for (auto [n, f] : std::vector<std::pair<const char*, Value (*)(Prim*, Value)>>{{"null?", p_nullp},
+                                                                                   {"boolean?", p_booleanp},
+                                                                                   {"real?", p_realp},
+                                                                                   {"pair?", p_pairp},
+                                                                                   {"procedure?", p_procedurep},
+                                                                                   {"string?", p_stringp}})
+    t.push_back({n, 1, PrimClass::Predicate, f, nullptr, "", rev_constant(n)});
+  for (auto [n, f] : std::vector<std::pair<const char*, Value (*)(Prim*, Value)>>{
+           {"perturbation?", p_perturbationp},
+           {"forward?", p_forwardp},
+           {"sensitivity?", p_sensitivityp},
+           {"reverse?", p_reversep}})
+    t.push_back({n, 1, PrimClass::Predicate, f, nullptr, fwd_tagpred(n), rev_tagpred(n)});
+  t.push_back({"car", 1, PrimClass::Structural, p_car, nullptr, "",
+               rev_structural("car", "(cons y (%rzero (cdr xr)))")});
+  t.push_back({"cdr", 1, PrimClass::Structural, p_cdr, nullptr, "",
+               rev_structural("cdr", "(cons (%rzero (car xr)) y)")});
+  t.push_back({"if-procedure", 1, PrimClass::Structural, p_if, nullptr, "",
+               "(lambda (xr) (let ((c (car xr)) (th (car (cdr xr))) (el (cdr (cdr xr)))) (cons (if-procedure xr) "
+               "(lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() (cons (%rzero c) (if c (cons y "
+               "(%rzero el)) (cons (%rzero th) y))))))))))"});
+  t.push_back({"real", 1, PrimClass::Structural, p_real, nullptr, "", rev_structural("real", "y")});
+  t.push_back({"write-real", 1, PrimClass::Structural, p_write_real, nullptr, "", rev_structural("write-real", "y")});
+  t.push_back({"write", 1, PrimClass::Structural, p_write, nullptr, "", rev_structural("write", "y")});
+  t.push_back({"display", 1, PrimClass::Structural, p_display, nullptr, "", rev_structural("display", "y")});
+  t.push_back({"newline", 1, PrimClass::Structural, p_newline, nullptr, "", rev_structural("newline", "y")});
+  t.push_back({"read-real", 1, PrimClass::Structural, p_read_real, nullptr,
+               "(lambda (b) (bundle (read-real '()) (perturb 0)))",
+               "(lambda (xr) (cons (*j (read-real '())) (lambda (ys) (sensitize (cons '() (%rzero xr))))))"});
+  t.push_back({"error", 1, PrimClass::Structural, p_error, nullptr, "", ""});
+  // AD primitives.
+  t.push_back({"zero", 1, PrimClass::AD, p_zero, nullptr, fwd_linear("zero"), rev_linear("zero", "(%rzero xr)")});
+  t.push_back({"%rzero", 1, PrimClass::AD, p_rzero, nullptr, fwd_linear("%rzero"), rev_linear("%rzero", "(%rzero xr)")});
+  t.push_back({"plus", 2, PrimClass::AD, nullptr, p_plus, fwd_linear("plus"), rev_linear("plus", "(cons y y)")});
+  t.push_back({"perturb", 1, PrimClass::AD, p_perturb, nullptr, fwd_linear("perturb"), rev_linear("perturb", "(unperturb y)")});
+  t.push_back({"unperturb", 1, PrimClass::AD, p_unperturb, nullptr, fwd_linear("unperturb"),
+               rev_linear("unperturb", "(perturb y)")});
+  t.push_back({"bundle", 2, PrimClass::AD, nullptr, p_bundle, fwd_linear("bundle"),
+               rev_linear("bundle", "(cons (primal y) (tangent y))")});
+  t.push_back({"primal", 1, PrimClass::AD, p_primal, nullptr, fwd_linear("primal"),
+               rev_linear("primal", "(bundle y (zero (tangent x)))")});
+  t.push_back({"tangent", 1, PrimClass::AD, p_tangent, nullptr, fwd_linear("tangent"),
+               rev_linear("tangent", "(bundle (zero (primal x)) y)")});
+  t.push_back({"sensitize", 1, PrimClass::AD, p_sensitize, nullptr, fwd_linear("sensitize"),
+               rev_linear("sensitize", "(unsensitize y)")});
+  t.push_back({"unsensitize", 1, PrimClass::AD, p_unsensitize, nullptr, fwd_linear("unsensitize"),
+               rev_linear("unsensitize", "(sensitize y)")});
+  t.push_back({"*j", 1, PrimClass::AD, p_star_j, nullptr, fwd_linear("*j"), rev_linear("*j", "(*j-inverse y)")});
+  t.push_back({"*j-inverse", 1, PrimClass::AD, p_star_j_inverse, nullptr, fwd_linear("*j-inverse"),
+               rev_linear("*j-inverse", "(*j y)")});
+  return t;
+}
+
+}  // namespace
+
+std::vector<Prim*> make_builtin_prims() {
+  std::vector<Prim*> out;
+  for (const Row& r : table()) {
+    Prim* p = static_cast<Prim*>(GC_MALLOC_UNCOLLECTABLE(sizeof(Prim)));
+    new (p) Prim();
+    p->kind = Kind::Prim;
+    p->name = intern(r.name);
+    p->arity = r.arity;
+    p->cls = r.cls;
+    p->fn1 = r.fn1;
+    p->fn2 = r.fn2;
+    p->fwd_rule = intern_rule(r.fwd);
+    p->rev_rule = intern_rule(r.rev);
+    p->fwd = Value::unbound();
+    p->rev = Value::unbound();
+    out.push_back(p);
+  }
+  return out;
+}
+
+Value apply_prim(Prim* p, Value arg) {
+  if (p->arity == 2) {
+    if (is(arg, Kind::Zero)) arg = materialize_zero(arg);
+    if (!is_pair(arg)) throw Error(std::string(p->name) + ": expected a pair of arguments, got " + write_string(arg));
+    return p->fn2(p, car(arg), cdr(arg));
+  }
+  return p->fn1(p, arg);
+}
+
+}  // namespace vlad

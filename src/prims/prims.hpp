@@ -1,0 +1,61 @@
+// prims.hpp — the primitive table: one row per primitive, with its implementation and the VLAD
+// source of its forward and reverse versions (its derivative rules), from which AD builds them.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../values/value.hpp"
+
+namespace vlad {
+
+struct Interp;
+
+// What a primitive is, for metering and for how its derivative rules are built.
+enum class PrimClass : uint8_t {
+  Arith,      // real arithmetic; metered; rules from partial derivatives
+  Compare,    // real comparison; metered; tag-transparent; zero sensitivity
+  Predicate,  // type predicate; tag-transparent; zero sensitivity
+  Structural, // car, cdr, if-procedure, real, I/O: act on transformed values directly
+  AD,         // zero, plus, perturb, ... : rules written out in the prelude
+  Host,       // registered by an embedding host
+};
+
+struct Prim : Obj {
+  const char* name;
+  int id;
+  int arity;  // 1: takes its argument; 2: takes a pair
+  PrimClass cls;
+  Value (*fn1)(Prim*, Value) = nullptr;
+  Value (*fn2)(Prim*, Value, Value) = nullptr;
+  // Derivative rules, VLAD source of a one-argument lambda (see prelude.cpp for their shapes).
+  const char* fwd_rule = nullptr;
+  const char* rev_rule = nullptr;
+  Value fwd;  // the forward version, built on first use (a closure of a rule lambda)
+  Value rev;  // the reverse version
+  // Host primitives (embedding): the function and its partial derivatives.
+  struct Host* host = nullptr;
+};
+
+struct Host {
+  std::function<double(const std::vector<double>&)> f;
+  std::vector<std::function<double(const std::vector<double>&)>> partials;
+};
+
+// Applies a primitive to its argument (checking it is a pair when binary).
+Value apply_prim(Prim* p, Value arg);
+
+// The builtin table, instantiated per interpreter.
+std::vector<Prim*> make_builtin_prims();
+Prim* make_host_prim(const std::string& name, int arity, Host* host);
+
+// Metering: primitive operation counts of the current thread's interpreter.
+void meter_count(Prim* p);
+
+// Printing.
+std::string write_string(Value v);
+std::string display_string(Value v);
+std::string format_real(double d);
+
+}  // namespace vlad

@@ -1,0 +1,28 @@
+// error.hpp — vlad::Error, the one exception type: a message, a source position and a call trace.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <vector>
+#include "value.hpp"
+
+namespace vlad {
+
+struct TraceEntry {
+  std::string name;
+  Pos pos;
+};
+
+struct Error : std::runtime_error {
+  Pos pos;
+  std::vector<TraceEntry> trace;
+  size_t trace_dropped = 0;
+  Error(const std::string& msg, Pos p = Pos()) : std::runtime_error(msg), pos(p) {}
+  // "file:line:col: error: message"
+  std::string located() const;
+  // located() plus the "  in NAME at file:line:col" lines.
+  std::string report() const;
+};
+
+std::string pos_string(Pos p);
+
+}  // namespace vlad

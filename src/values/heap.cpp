@@ -1,0 +1,109 @@
+// heap.cpp — allocation on the Boehm collector (one entry point each for scanned and atomic memory),
+// constructors for heap values, and the symbol table.
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "error.hpp"
+#include "value.hpp"
+
+namespace vlad {
+
+void* gc_alloc(size_t bytes) {
+  void* p = GC_MALLOC(bytes);
+  if (!p) throw Error("out of memory");
+  return p;
+}
+
+void* gc_alloc_atomic(size_t bytes) {
+  void* p = GC_MALLOC_ATOMIC(bytes);
+  if (!p) throw Error("out of memory");
+  return p;
+}
+
+Value cons(Value a, Value b) {
+  Pair* p = static_cast<Pair*>(gc_alloc(sizeof(Pair)));
+  p->kind = Kind::Pair;
+  p->car = a;
+  p->cdr = b;
+  p->pos = Pos();
+  return Value::obj(p);
+}
+
+Value cons_at(Value a, Value b, Pos pos) {
+  Value v = cons(a, b);
+  as_pair(v)->pos = pos;
+  return v;
+}
+
+Value make_string(const std::string& s) {
+  String* o = static_cast<String*>(gc_alloc_atomic(sizeof(String) + s.size()));
+  o->kind = Kind::String;
+  o->len = s.size();
+  memcpy(o->chars, s.data(), s.size());
+  o->chars[s.size()] = 0;
+  return Value::obj(o);
+}
+
+std::string string_of(Value v) {
+  String* s = static_cast<String*>(v.as_obj());
+  return std::string(s->chars, s->len);
+}
+
+Value make_closure(Lambda* lam, const Value* env, int n) {
+  Closure* c = static_cast<Closure*>(gc_alloc(sizeof(Closure) + sizeof(Value) * (n > 0 ? n - 1 : 0)));
+  c->kind = Kind::Closure;
+  c->aux = n;
+  c->lambda = lam;
+  for (int i = 0; i < n; i++) c->env[i] = env ? env[i] : Value::nil();
+  return Value::obj(c);
+}
+
+Value make_bundle(Value primal, Value tangent) {
+  Bundle* b = static_cast<Bundle*>(gc_alloc(sizeof(Bundle)));
+  b->kind = Kind::Bundle;
+  b->primal = primal;
+  b->tangent = tangent;
+  return Value::obj(b);
+}
+
+Value make_tagged(Kind k, Value v) {
+  Tagged* t = static_cast<Tagged*>(gc_alloc(sizeof(Tagged)));
+  t->kind = k;
+  t->v = v;
+  return Value::obj(t);
+}
+
+Value make_lazy_zero(Value src, int strip) {
+  LazyZero* z = static_cast<LazyZero*>(gc_alloc(sizeof(LazyZero)));
+  z->kind = Kind::Zero;
+  z->aux = strip;
+  z->src = src;
+  return Value::obj(z);
+}
+
+const char* intern(const std::string& s) {
+  static std::mutex mu;
+  static std::unordered_set<std::string>* table = new std::unordered_set<std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  return table->insert(s).first->c_str();
+}
+
+std::string pos_string(Pos p) {
+  if (!p.file) return "?";
+  return std::string(p.file) + ":" + std::to_string(p.line) + ":" + std::to_string(p.col);
+}
+
+std::string Error::located() const {
+  if (!pos.file) return std::string("error: ") + what();
+  return pos_string(pos) + ": error: " + what();
+}
+
+std::string Error::report() const {
+  std::string out = located();
+  for (const auto& t : trace) out += "\n  in " + t.name + " at " + pos_string(t.pos);
+  if (trace_dropped) out += "\n  ... and " + std::to_string(trace_dropped) + " more";
+  return out;
+}
+
+}  // namespace vlad

@@ -1,0 +1,153 @@
+// printer.cpp — SPEC §4 printed forms: Scheme notation, shortest round-trip reals, tags at the root.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "../ad/ad.hpp"
+#include "../eval/ast.hpp"
+#include "../prims/prims.hpp"
+
+namespace vlad {
+
+std::string format_real(double d) {
+  if (std::isnan(d)) return "+nan";
+  if (std::isinf(d)) return d > 0 ? "+inf" : "-inf";
+  if (d == 0) return "0";  // also -0
+  char buf[64];
+  if (d == std::floor(d) && std::fabs(d) < 1e21) {
+    snprintf(buf, sizeof buf, "%.0f", d);
+    return buf;
+  }
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, d);
+    if (strtod(buf, nullptr) == d) break;
+  }
+  return buf;
+}
+
+namespace {
+
+inline Value force(Value v) { return is(v, Kind::Zero) ? force(materialize_zero(v)) : v; }
+
+// True when every real leaf of v is wrapped in tag kind k (and at least one leaf is): such a pair
+// structure is the distributed form of one tagged pair, and prints with the tag at the root.
+bool distributed(Value v, Kind k, int& found) {
+  for (;;) {
+    v = force(v);
+    if (v.is_real()) return false;
+    if (!v.is_obj()) return true;
+    Kind vk = kind_of(v);
+    if (vk == k) { found++; return true; }
+    if (vk != Kind::Pair) return vk == Kind::String;
+    if (!distributed(car(v), k, found)) return false;
+    v = cdr(v);
+  }
+}
+
+// Takes the distributed form apart: part 0 is the primal (or untagged value), part 1 the tangent.
+Value project(Value v, Kind k, int part) {
+  v = force(v);
+  if (!v.is_obj()) return v;
+  Kind vk = kind_of(v);
+  if (vk == Kind::Pair) return cons(project(car(v), k, part), project(cdr(v), k, part));
+  if (vk != k) return v;
+  if (k == Kind::Bundle) {
+    Bundle* b = static_cast<Bundle*>(v.as_obj());
+    return part == 0 ? b->primal : b->tangent;
+  }
+  return static_cast<Tagged*>(v.as_obj())->v;
+}
+
+void write(std::string& out, Value v, bool display);
+
+void write_tagged_root(std::string& out, Value v, Kind k, bool display) {
+  if (k == Kind::Bundle) {
+    out += "(forward ";
+    write(out, project(v, k, 0), display);
+    out += " (perturbation ";
+    write(out, project(v, k, 1), display);
+    out += "))";
+  } else {
+    out += "(reverse ";
+    write(out, project(v, k, 0), display);
+    out += ")";
+  }
+}
+
+void write(std::string& out, Value v, bool display) {
+  if (v.is_real()) { out += format_real(v.as_real()); return; }
+  if (v.is_nil()) { out += "()"; return; }
+  if (v.is_bool()) { out += v.is_false() ? "#f" : "#t"; return; }
+  if (!v.is_obj()) { out += "#<unbound>"; return; }
+  switch (kind_of(v)) {
+    case Kind::Pair: {
+      for (Kind k : {Kind::Bundle, Kind::Reverse}) {
+        int found = 0;
+        if (distributed(v, k, found) && found > 0) { write_tagged_root(out, v, k, display); return; }
+      }
+      out += "(";
+      write(out, car(v), display);
+      Value p = force(cdr(v));
+      while (is_pair(p)) {
+        out += " ";
+        write(out, car(p), display);
+        p = force(cdr(p));
+      }
+      if (!p.is_nil()) {
+        out += " . ";
+        write(out, p, display);
+      }
+      out += ")";
+      return;
+    }
+    case Kind::String: {
+      String* s = static_cast<String*>(v.as_obj());
+      if (display) { out.append(s->chars, s->len); return; }
+      out += '"';
+      for (size_t i = 0; i < s->len; i++) {
+        char c = s->chars[i];
+        if (c == '"' || c == '\\') { out += '\\'; out += c; }
+        else if (c == '\n') out += "\\n";
+        else out += c;
+      }
+      out += '"';
+      return;
+    }
+    case Kind::Prim: out += std::string("#<procedure ") + static_cast<Prim*>(v.as_obj())->name + ">"; return;
+    case Kind::Closure: {
+      Lambda* l = static_cast<Closure*>(v.as_obj())->lambda;
+      if (l->name) out += std::string("#<procedure ") + l->name + ">";
+      else out += "#<procedure>";
+      return;
+    }
+    case Kind::Bundle: {
+      Bundle* b = static_cast<Bundle*>(v.as_obj());
+      out += "(forward ";
+      write(out, b->primal, display);
+      out += " (perturbation ";
+      write(out, b->tangent, display);
+      out += "))";
+      return;
+    }
+    case Kind::Reverse: out += "(reverse "; write(out, static_cast<Tagged*>(v.as_obj())->v, display); out += ")"; return;
+    case Kind::Perturbation: out += "(perturbation "; write(out, static_cast<Tagged*>(v.as_obj())->v, display); out += ")"; return;
+    case Kind::Sensitivity: out += "(sensitivity "; write(out, static_cast<Tagged*>(v.as_obj())->v, display); out += ")"; return;
+    case Kind::Zero: write(out, materialize_zero(v), display); return;
+  }
+}
+
+}  // namespace
+
+std::string write_string(Value v) {
+  std::string out;
+  write(out, v, false);
+  return out;
+}
+
+std::string display_string(Value v) {
+  std::string out;
+  write(out, v, true);
+  return out;
+}
+
+}  // namespace vlad

@@ -1,0 +1,357 @@
+// reader.cpp — the lexer and reader for VLAD source text.
+// Numerals with #b #o #d #x prefixes, strings, `'`, comments `;` `#| |#` `#;`, and `===>` annotations.
+#include "reader.hpp"
+
+#include <cmath>
+#include <cstdlib>
+
+namespace vlad {
+
+Sx* sx_new(Sx::Type t, Pos p) {
+  Sx* s = static_cast<Sx*>(gc_alloc(sizeof(Sx)));
+  new (s) Sx();
+  s->type = t;
+  s->pos = p;
+  return s;
+}
+Sx* sx_sym(const char* name, Pos p) {
+  Sx* s = sx_new(Sx::Sym, p);
+  s->text = intern(name);
+  return s;
+}
+Sx* sx_cons(Sx* a, Sx* b, Pos p) {
+  Sx* s = sx_new(Sx::Pair, p);
+  s->car = a;
+  s->cdr = b;
+  return s;
+}
+Sx* sx_nil(Pos p) { return sx_new(Sx::Nil, p); }
+bool sx_is_sym(const Sx* s, const char* name) { return s && s->type == Sx::Sym && s->text == name; }
+
+namespace {
+
+struct Reader {
+  const std::string& src;
+  const char* file;
+  size_t i = 0;
+  int line = 1, col = 1;
+
+  Reader(const std::string& s, const char* f) : src(s), file(f) {}
+
+  Pos pos() const { return Pos{file, line, col}; }
+  bool eof() const { return i >= src.size(); }
+  char peek(size_t k = 0) const { return i + k < src.size() ? src[i + k] : '\0'; }
+  void advance() {
+    if (src[i] == '\n') { line++; col = 1; } else col++;
+    i++;
+  }
+  [[noreturn]] void fail(const std::string& msg, Pos p) { throw Error(msg, p); }
+
+  // Skips whitespace and comments; `#;` skips the next datum.
+  void skip() {
+    for (;;) {
+      if (eof()) return;
+      char c = peek();
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f') { advance(); continue; }
+      if (c == ';') { while (!eof() && peek() != '\n') advance(); continue; }
+      if (c == '#' && peek(1) == '|') {
+        Pos start = pos();
+        advance(); advance();
+        int depth = 1;
+        while (depth > 0) {
+          if (eof()) fail("unterminated block comment", start);
+          if (peek() == '|' && peek(1) == '#') { advance(); advance(); depth--; }
+          else if (peek() == '#' && peek(1) == '|') { advance(); advance(); depth++; }
+          else advance();
+        }
+        continue;
+      }
+      if (c == '#' && peek(1) == ';') {
+        advance(); advance();
+        skip();
+        if (eof()) fail("#; at end of input", pos());
+        read_datum();
+        continue;
+      }
+      return;
+    }
+  }
+
+  static bool delimiter(char c) {
+    return c == '\0' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '(' || c == ')' ||
+           c == '[' || c == ']' || c == '"' || c == ';' || c == '\'';
+  }
+
+  std::string token() {
+    std::string t;
+    while (!eof() && !delimiter(peek())) { t += peek(); advance(); }
+    return t;
+  }
+
+  static bool parse_radix(const std::string& s, int radix, double& out) {
+    if (s.empty()) return false;
+    size_t k = 0;
+    bool neg = false;
+    if (s[0] == '+' || s[0] == '-') { neg = s[0] == '-'; k = 1; }
+    if (k >= s.size()) return false;
+    double v = 0;
+    for (; k < s.size(); k++) {
+      int d;
+      char c = s[k];
+      if (c >= '0' && c <= '9') d = c - '0';
+      else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+      else return false;
+      if (d >= radix) return false;
+      v = v * radix + d;
+    }
+    out = neg ? -v : v;
+    return true;
+  }
+
+  // Decimal numeral: [+-] digits [. digits] [e [+-] digits], at least one digit; or +inf -inf +nan.
+  static bool parse_decimal(const std::string& s, double& out) {
+    if (s == "+inf" || s == "+inf.0") { out = INFINITY; return true; }
+    if (s == "-inf" || s == "-inf.0") { out = -INFINITY; return true; }
+    if (s == "+nan" || s == "+nan.0" || s == "-nan") { out = NAN; return true; }
+    size_t k = 0, n = s.size();
+    if (k < n && (s[k] == '+' || s[k] == '-')) k++;
+    size_t digits = 0;
+    while (k < n && isdigit((unsigned char)s[k])) { k++; digits++; }
+    if (k < n && s[k] == '.') {
+      k++;
+      while (k < n && isdigit((unsigned char)s[k])) { k++; digits++; }
+    }
+    if (digits == 0) return false;
+    if (k < n && (s[k] == 'e' || s[k] == 'E')) {
+      k++;
+      if (k < n && (s[k] == '+' || s[k] == '-')) k++;
+      size_t ed = 0;
+      while (k < n && isdigit((unsigned char)s[k])) { k++; ed++; }
+      if (ed == 0) return false;
+    }
+    if (k != n) return false;
+    out = strtod(s.c_str(), nullptr);
+    return true;
+  }
+
+  static bool looks_numeric(const std::string& t) {
+    if (t.empty()) return false;
+    char c = t[0];
+    if (isdigit((unsigned char)c)) return true;
+    if ((c == '+' || c == '-' || c == '.') && t.size() > 1 && (isdigit((unsigned char)t[1]) || t[1] == '.')) return true;
+    return false;
+  }
+
+  Sx* read_atom() {
+    Pos p = pos();
+    std::string t = token();
+    if (t.empty()) fail(std::string("unexpected character '") + peek() + "'", p);
+    if (t[0] == '#') {
+      if (t == "#t" || t == "#true") { Sx* s = sx_new(Sx::Bool, p); s->boolean = true; return s; }
+      if (t == "#f" || t == "#false") { Sx* s = sx_new(Sx::Bool, p); s->boolean = false; return s; }
+      if (t.size() >= 2) {
+        int radix = 0;
+        switch (t[1]) {
+          case 'b': case 'B': radix = 2; break;
+          case 'o': case 'O': radix = 8; break;
+          case 'd': case 'D': radix = 10; break;
+          case 'x': case 'X': radix = 16; break;
+        }
+        if (radix) {
+          std::string body = t.substr(2);
+          double v;
+          bool ok = radix == 10 ? parse_decimal(body, v) : parse_radix(body, radix, v);
+          if (!ok) fail("bad numeral " + t, p);
+          Sx* s = sx_new(Sx::Real, p);
+          s->real = v;
+          return s;
+        }
+      }
+      fail("bad syntax " + t, p);
+    }
+    double v;
+    if (parse_decimal(t, v)) {
+      Sx* s = sx_new(Sx::Real, p);
+      s->real = v;
+      return s;
+    }
+    if (looks_numeric(t)) fail("bad numeral " + t, p);
+    return sx_sym(t.c_str(), p);
+  }
+
+  Sx* read_string() {
+    Pos p = pos();
+    advance();  // opening quote
+    std::string out;
+    for (;;) {
+      if (eof()) fail("unterminated string", p);
+      char c = peek();
+      advance();
+      if (c == '"') break;
+      if (c == '\\') {
+        if (eof()) fail("unterminated string", p);
+        char e = peek();
+        advance();
+        switch (e) {
+          case 'n': out += '\n'; break;
+          case 't': out += '\t'; break;
+          case 'r': out += '\r'; break;
+          case '\\': out += '\\'; break;
+          case '"': out += '"'; break;
+          default: out += e;
+        }
+      } else {
+        out += c;
+      }
+    }
+    Sx* s = sx_new(Sx::Str, p);
+    char* buf = static_cast<char*>(gc_alloc_atomic(out.size() + 1));
+    memcpy(buf, out.data(), out.size());
+    buf[out.size()] = 0;
+    s->text = buf;
+    s->len = out.size();
+    return s;
+  }
+
+  Sx* read_list(char close, Pos open) {
+    Sx* head = nullptr;
+    Sx** tail = &head;
+    for (;;) {
+      skip();
+      if (eof()) fail("unbalanced parentheses: missing ')' for the list opened here", open);
+      char c = peek();
+      if (c == ')' || c == ']') {
+        if (c != close) fail(std::string("mismatched '") + c + "'", pos());
+        Pos np = pos();
+        advance();
+        *tail = sx_nil(np);
+        return head;
+      }
+      if (c == '.' && delimiter(peek(1))) {
+        Pos dp = pos();
+        if (!head) fail("unexpected '.' at the start of a list", dp);
+        advance();
+        skip();
+        if (eof()) fail("unbalanced parentheses: missing ')' for the list opened here", open);
+        *tail = read_datum();
+        skip();
+        if (eof() || (peek() != ')' && peek() != ']')) fail("expected ')' after the datum following '.'", pos());
+        if (peek() != close) fail(std::string("mismatched '") + peek() + "'", pos());
+        advance();
+        return head;
+      }
+      Pos ep = pos();
+      Sx* item = read_datum();
+      if (sx_is_sym(item, intern("===>"))) {
+        // an annotation inside a list: skip the annotated answer too
+        skip();
+        if (!eof() && peek() != ')' && peek() != ']') read_datum();
+        continue;
+      }
+      Sx* cell = sx_cons(item, nullptr, ep);
+      *tail = cell;
+      tail = &cell->cdr;
+      // the first pair of a list carries the position of its open paren
+      if (head == cell) cell->pos = open;
+    }
+  }
+
+  Sx* read_datum() {
+    skip();
+    if (eof()) fail("unexpected end of input", pos());
+    Pos p = pos();
+    char c = peek();
+    if (c == '(' || c == '[') {
+      advance();
+      return read_list(c == '(' ? ')' : ']', p);
+    }
+    if (c == ')' || c == ']') fail(std::string("unbalanced parentheses: unexpected '") + c + "'", p);
+    if (c == '\'') {
+      advance();
+      skip();
+      if (eof()) fail("quote at end of input", p);
+      Sx* d = read_datum();
+      return sx_cons(sx_sym("quote", p), sx_cons(d, sx_nil(p), p), p);
+    }
+    if (c == '"') return read_string();
+    return read_atom();
+  }
+};
+
+}  // namespace
+
+gc_vector<TopForm> read_program(const std::string& text, const char* file) {
+  Reader r(text, intern(file));
+  gc_vector<TopForm> out;
+  const char* arrow = intern("===>");
+  for (;;) {
+    r.skip();
+    if (r.eof()) break;
+    Sx* d = r.read_datum();
+    if (sx_is_sym(d, arrow)) {
+      r.skip();
+      if (r.eof()) r.fail("===> at end of input with no answer", d->pos);
+      Sx* ans = r.read_datum();
+      if (out.empty() || out.back().expected) r.fail("===> must follow an expression", d->pos);
+      out.back().expected = ans;
+      out.back().arrow = d->pos;
+      continue;
+    }
+    out.push_back(TopForm{d, nullptr, Pos()});
+  }
+  return out;
+}
+
+bool input_complete(const std::string& text) {
+  try {
+    read_program(text, "<input>");
+    return true;
+  } catch (const Error& e) {
+    std::string m = e.what();
+    return !(m.find("missing ')'") != std::string::npos || m.find("unterminated") != std::string::npos ||
+             m.find("at end of input") != std::string::npos || m.find("end of input") != std::string::npos);
+  }
+}
+
+std::string sx_to_string(const Sx* s) {
+  switch (s->type) {
+    case Sx::Real: {
+      Value v = Value::real(s->real);
+      extern std::string write_string(Value);
+      return write_string(v);
+    }
+    case Sx::Bool: return s->boolean ? "#t" : "#f";
+    case Sx::Str: return std::string("\"") + std::string(s->text, s->len) + "\"";
+    case Sx::Sym: return s->text;
+    case Sx::Nil: return "()";
+    case Sx::Pair: {
+      std::string out = "(";
+      const Sx* p = s;
+      bool first = true;
+      while (p->type == Sx::Pair) {
+        if (!first) out += " ";
+        first = false;
+        out += sx_to_string(p->car);
+        p = p->cdr;
+      }
+      if (p->type != Sx::Nil) out += " . " + sx_to_string(p);
+      return out + ")";
+    }
+  }
+  return "?";
+}
+
+Value sx_to_value(const Sx* s) {
+  switch (s->type) {
+    case Sx::Real: return Value::real(s->real);
+    case Sx::Bool: return Value::boolean(s->boolean);
+    case Sx::Str: return make_string(std::string(s->text, s->len));
+    case Sx::Nil: return Value::nil();
+    case Sx::Sym: throw Error(std::string("quote: VLAD has no symbols, got ") + s->text, s->pos);
+    case Sx::Pair: return cons_at(sx_to_value(s->car), sx_to_value(s->cdr), s->pos);
+  }
+  return Value::nil();
+}
+
+}  // namespace vlad

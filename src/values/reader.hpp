@@ -1,0 +1,43 @@
+// reader.hpp — S-expressions with a source position on every pair and atom.
+// The reader knows nothing of VLAD's forms; `===>` annotations are recorded beside each top-level form.
+#pragma once
+#include <string>
+#include <vector>
+#include "error.hpp"
+
+namespace vlad {
+
+// A syntax object: what the reader produces and the expander consumes.
+struct Sx {
+  enum Type { Real, Bool, Str, Sym, Nil, Pair } type;
+  Pos pos;
+  double real = 0;
+  bool boolean = false;
+  const char* text = nullptr;  // symbol name (interned) or string contents
+  size_t len = 0;              // string length
+  Sx* car = nullptr;
+  Sx* cdr = nullptr;
+};
+
+// One top-level form and, when `===>` followed it, the expected answer.
+struct TopForm {
+  Sx* form;
+  Sx* expected = nullptr;
+  Pos arrow;
+};
+
+// Reads every form of `text`; `file` names it in positions. Throws vlad::Error on malformed input.
+gc_vector<TopForm> read_program(const std::string& text, const char* file);
+
+// True when `text` holds a complete sequence of forms (the REPL asks before reading on).
+bool input_complete(const std::string& text);
+
+// Helpers over syntax objects.
+Sx* sx_sym(const char* name, Pos p);
+Sx* sx_cons(Sx* a, Sx* b, Pos p);
+Sx* sx_nil(Pos p);
+bool sx_is_sym(const Sx* s, const char* name);  // name must be interned
+std::string sx_to_string(const Sx* s);
+Value sx_to_value(const Sx* s);  // for quote; throws on symbols
+
+}  // namespace vlad

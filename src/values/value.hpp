@@ -1,0 +1,128 @@
+// value.hpp — the representation of every VLAD value.
+// A Value is one 64-bit word: reals are unboxed doubles (NaN-boxed), heap objects are raw pointers.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#define GC_THREADS 1
+#include <gc/gc.h>
+#include <gc/gc_allocator.h>
+
+namespace vlad {
+
+struct Obj;
+struct Lambda;
+
+// Encoding (after JavaScriptCore): a heap pointer is stored as is (top 16 bits zero), so
+// the conservative collector sees it; a double is stored as its bits plus 2^49, which
+// puts every double above 2^48; small constants live below 16.
+struct Value {
+  uint64_t bits;
+  static constexpr uint64_t kDoubleOffset = 1ull << 49;
+  static constexpr uint64_t kNil = 2, kFalse = 6, kTrue = 7, kUnbound = 10;
+
+  Value() : bits(kNil) {}
+  constexpr explicit Value(uint64_t b, int) : bits(b) {}
+  static Value real(double d) {
+    uint64_t b;
+    if (d != d) b = 0x7ff8000000000000ull;  // canonical NaN keeps the offset from overflowing
+    else std::memcpy(&b, &d, 8);
+    return Value(b + kDoubleOffset, 0);
+  }
+  static Value obj(const Obj* p) { return Value(reinterpret_cast<uint64_t>(p), 0); }
+  static Value nil() { return Value(kNil, 0); }
+  static Value boolean(bool b) { return Value(b ? kTrue : kFalse, 0); }
+  static Value unbound() { return Value(kUnbound, 0); }
+
+  bool is_real() const { return bits >= kDoubleOffset; }
+  bool is_obj() const { return bits < (1ull << 48) && bits > 0xff; }
+  bool is_nil() const { return bits == kNil; }
+  bool is_bool() const { return bits == kFalse || bits == kTrue; }
+  bool is_false() const { return bits == kFalse; }
+  bool is_unbound() const { return bits == kUnbound; }
+  double as_real() const {
+    uint64_t b = bits - kDoubleOffset;
+    double d;
+    std::memcpy(&d, &b, 8);
+    return d;
+  }
+  Obj* as_obj() const { return reinterpret_cast<Obj*>(bits); }
+  bool operator==(Value o) const { return bits == o.bits; }
+  bool operator!=(Value o) const { return bits != o.bits; }
+};
+
+enum class Kind : uint32_t {
+  Pair,
+  String,
+  Prim,
+  Closure,
+  Bundle,       // forward-mode primal/tangent pair of a non-pair value (paper §2, SPEC §4)
+  Reverse,      // reverse-tagged value (paper §4, J←)
+  Perturbation, // forward-mode tangent tag
+  Sensitivity,  // reverse-mode cotangent tag
+  Zero,         // a lazy zero: the zero of a value not yet materialised (paper, end of §4)
+};
+
+struct Obj {
+  Kind kind;
+  uint32_t aux;  // kind-specific small data
+};
+
+struct Pos {
+  const char* file = nullptr;  // interned, never freed
+  int line = 0, col = 0;
+};
+
+struct Pair : Obj {
+  Value car, cdr;
+  Pos pos;  // source position when read from source
+};
+
+struct String : Obj {
+  size_t len;
+  char chars[1];
+};
+
+struct Prim;
+
+// A closure is flat: the values of its lambda's free variables, in the lambda's order.
+struct Closure : Obj {
+  Lambda* lambda;
+  Value env[1];
+};
+
+// Tag objects. Bundles wrap reals (and tagged reals); pairs of bundles stand for a bundle of a pair.
+struct Bundle : Obj { Value primal, tangent; };
+struct Tagged : Obj { Value v; };  // Reverse, Perturbation, Sensitivity
+// Zero{src, strip}: the zero of (*j-inverse^strip src), materialised only when inspected.
+struct LazyZero : Obj { Value src; };  // aux = strip
+
+// ---- allocation: everything goes through gc_alloc ----
+void* gc_alloc(size_t bytes);
+void* gc_alloc_atomic(size_t bytes);
+
+inline Kind kind_of(Value v) { return v.as_obj()->kind; }
+inline bool is(Value v, Kind k) { return v.is_obj() && v.as_obj()->kind == k; }
+inline bool is_pair(Value v) { return is(v, Kind::Pair); }
+inline Pair* as_pair(Value v) { return static_cast<Pair*>(v.as_obj()); }
+inline Value car(Value v) { return as_pair(v)->car; }
+inline Value cdr(Value v) { return as_pair(v)->cdr; }
+
+Value cons(Value a, Value b);
+Value cons_at(Value a, Value b, Pos pos);
+Value make_string(const std::string& s);
+std::string string_of(Value v);
+Value make_closure(Lambda* lam, const Value* env, int n);
+Value make_bundle(Value primal, Value tangent);
+Value make_tagged(Kind k, Value v);
+Value make_lazy_zero(Value src, int strip);
+
+template <class T>
+using gc_vector = std::vector<T, gc_allocator<T>>;
+
+// Interned symbols for the reader and expander (not VLAD values).
+const char* intern(const std::string& s);
+
+}  // namespace vlad
