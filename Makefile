@@ -39,8 +39,11 @@ UNIT_SRC = $(wildcard tests/unit/*.cpp)
 $(BUILD)/unit-tests: $(UNIT_SRC) $(BUILD)/libvlad.a $(HDR)
 	$(CXX) $(CXXFLAGS) -Isrc $(UNIT_SRC) $(BUILD)/libvlad.a -o $@ $(LDLIBS)
 
+$(BUILD)/compare-output: tests/compare_output.cpp
+	$(CXX) $(CXXFLAGS) $< -o $@
+
 test: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/unit-tests
+	@$(MAKE) --no-print-directory all $(BUILD)/unit-tests $(BUILD)/compare-output
 	@./tests/run.sh $(BUILD)
 
 demo: deps
@@ -58,7 +61,7 @@ $(BUILD)/fuzz: tests/fuzz/fuzz.cpp $(BUILD)/libvlad.a
 
 ubsan:
 	$(MAKE) BUILD=build-ubsan CXXFLAGS="-O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined" \
-	  LDLIBS="-lgc -ledit -pthread -fsanitize=undefined" all build-ubsan/unit-tests
+	  LDLIBS="-lgc -ledit -pthread -fsanitize=undefined" all build-ubsan/unit-tests build-ubsan/compare-output
 	./tests/run.sh build-ubsan
 
 install: all

@@ -23,7 +23,7 @@ Value closure_of(Lambda* lam, const Value* env) {
 
 namespace {
 
-[[noreturn]] void pattern_error(Value v, const Binding* b) {
+[[noreturn]] __attribute__((noinline, cold)) void pattern_error(Value v, const Binding* b) {
   throw Error("value " + write_string(v) + " does not match pattern " + (b->pattern ? b->pattern : "?"), b->pos);
 }
 
@@ -60,7 +60,7 @@ const char* callee_name(Value f) {
   return "?";
 }
 
-[[noreturn]] void add_trace_and_rethrow(Error& e, Value f, Pos pos) {
+[[noreturn]] __attribute__((noinline, cold)) void add_trace_and_rethrow(Error& e, Value f, Pos pos) {
   if (e.trace.size() < 20) e.trace.push_back(TraceEntry{callee_name(f), pos});
   else e.trace_dropped++;
   throw;
@@ -171,17 +171,28 @@ struct Exec {
   }
 };
 
+[[noreturn]] __attribute__((noinline, cold)) void depth_error(Interp* in) {
+  in->depth--;
+  throw Error("recursion depth limit exceeded (" + std::to_string(in->depth_limit) +
+              " nested calls); raise it with --depth-limit");
+}
+
+[[noreturn]] __attribute__((noinline, cold)) void interrupted(Interp* in) {
+  in->interrupt = false;
+  throw Error("interrupted");
+}
+
+[[noreturn]] __attribute__((noinline, cold)) void not_a_procedure(Value f, Value arg) {
+  throw Error("not a procedure: " + write_string(f) + " cannot be applied to " + write_string(arg));
+}
+
 }  // namespace
 
 Value apply(Value f, Value arg, Pos call_pos) {
   (void)call_pos;
   Interp* in = current;
   char here;
-  if (++in->depth > in->depth_limit || &here < stack_limit) {
-    in->depth--;
-    throw Error("recursion depth limit exceeded (" + std::to_string(in->depth_limit) +
-                " nested calls); raise it with --depth-limit");
-  }
+  if (++in->depth > in->depth_limit || &here < stack_limit) depth_error(in);
   struct DepthGuard {
     Interp* in;
     ~DepthGuard() { in->depth--; }
@@ -189,10 +200,7 @@ Value apply(Value f, Value arg, Pos call_pos) {
   Value* frame = nullptr;
   int cap = 0;
   for (;;) {
-    if (in->interrupt.load(std::memory_order_relaxed)) {
-      in->interrupt = false;
-      throw Error("interrupted");
-    }
+    if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
     if (is(f, Kind::Closure)) {
       Closure* cl = static_cast<Closure*>(f.as_obj());
       Lambda* lam = cl->lambda;
@@ -209,7 +217,7 @@ Value apply(Value f, Value arg, Pos call_pos) {
       return result;
     }
     if (is(f, Kind::Prim)) return apply_prim(static_cast<Prim*>(f.as_obj()), arg);
-    throw Error("not a procedure: " + write_string(f) + " cannot be applied to " + write_string(arg));
+    not_a_procedure(f, arg);
   }
 }
 

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs the whole test suite against the build in $1 (default build):
+#   doctest unit tests, every tests/vlad/*.vlad and ../shared/conformance/*.vlad through
+#   `vlad --check`, golden-output programs (tests/golden, scheme-examples), and the shell checks
+#   in tests/cli.sh. Ends with one line: N passed, N failed.
+set -u
+B=${1:-build}
+V=$B/vlad
+passed=0
+failed=0
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+pass() { passed=$((passed + 1)); }
+
+# 1. unit tests (doctest): count test cases
+if [ -x "$B/unit-tests" ]; then
+  out=$("$B/unit-tests" 2>&1); rc=$?
+  line=$(printf '%s\n' "$out" | grep -E '^\[doctest\] test cases:' | tail -1)
+  p=$(printf '%s' "$line" | sed -E 's/.*\| *([0-9]+) passed.*/\1/')
+  f=$(printf '%s' "$line" | sed -E 's/.*\| *([0-9]+) failed.*/\1/')
+  if [ -z "$line" ]; then fail "unit tests did not run (exit $rc)"; printf '%s\n' "$out" | tail -20
+  else
+    passed=$((passed + p)); failed=$((failed + f))
+    [ "$f" != 0 ] && printf '%s\n' "$out" | grep -B2 -A8 -E 'ERROR|FATAL' | head -60
+    echo "unit tests: $p passed, $f failed"
+  fi
+fi
+
+# 2. annotated VLAD tests
+check_file() {
+  local f=$1
+  out=$(timeout 300 "$V" --check "$f" 2>&1); rc=$?
+  line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
+  if [ -z "$line" ]; then fail "$f: no summary (exit $rc)"; printf '%s\n' "$out" | tail -5; return; fi
+  p=${line%% passed*}; f2=${line#*, }; f2=${f2%% failed}
+  passed=$((passed + p)); failed=$((failed + f2))
+  [ "$f2" != 0 ] && printf '%s\n' "$out" | grep -v -E '^[0-9]+ passed' | head -40
+  printf '%-50s %s\n' "$f" "$line"
+}
+for f in tests/vlad/*.vlad; do [ -e "$f" ] && check_file "$f"; done
+if [ -d ../shared/conformance ]; then
+  for f in ../shared/conformance/*.vlad; do check_file "$f"; done
+fi
+
+# 3. golden programs: FILE.vlad with FILE.out (stdout, reals compared within 1e-9) and/or
+#    FILE.err (a text the first line of stderr must contain; exit status 1).
+golden() {
+  local f=$1 base=${1%.vlad}
+  if [ -f "$base.err" ]; then
+    err=$(timeout 300 "$V" "$f" 2>&1 >/dev/null); rc=$?
+    want=$(head -1 "$base.err")
+    if [ $rc -eq 1 ] && printf '%s\n' "$err" | head -1 | grep -qF -- "$want"; then pass
+    else fail "$f: expected exit 1 and stderr containing '$want', got exit $rc: $(printf '%s' "$err" | head -1)"; fi
+  fi
+  if [ -f "$base.out" ]; then
+    got=$(timeout 600 "$V" "$f" 2>/dev/null); rc=$?
+    if [ $rc -eq 0 ] && "$B/compare-output" "$base.out" <(printf "%s\n" "$got"); then pass
+    else fail "$f: output differs from $base.out (exit $rc)"; diff <(printf '%s\n' "$got") "$base.out" | head -10; fi
+  fi
+}
+for f in tests/golden/*.vlad scheme-examples/*.vlad; do [ -e "$f" ] && golden "$f"; done
+
+# 4. command-line and REPL checks
+if [ -x tests/cli.sh ]; then
+  out=$(tests/cli.sh "$V" 2>&1)
+  p=$(printf '%s\n' "$out" | grep -c '^ok ')
+  f=$(printf '%s\n' "$out" | grep -c '^not ok ')
+  printf '%s\n' "$out" | grep '^not ok ' | head -20
+  passed=$((passed + p)); failed=$((failed + f))
+  echo "cli checks: $p passed, $f failed"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
