@@ -41,4 +41,8 @@ Lambda* reverse_transform(Lambda* lam);
 Value prim_forward(Prim* p);
 Value prim_reverse(Prim* p);
 
+// Gives a builtin primitive's rule lambda (and its backpropagator lambda) a native fast path for
+// arguments at the first level of transformation (native.cpp).
+void install_native(Prim* p, Lambda* rule, char kind);
+
 }  // namespace vlad

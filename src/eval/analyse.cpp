@@ -175,7 +175,7 @@ struct Compiler {
 void compile(Lambda* lam) {
   if (lam->code) return;
   if (!lam->free_done) compute_free_variables(lam);
-  Compiler c{lam};
+  Compiler c{lam, 0, {}, {}};
   for (size_t i = 0; i < lam->free.size(); i++) c.free_index[lam->free[i]] = (int)i;
   c.bind(lam->param);
   c.assign_slots(lam->body);

@@ -92,6 +92,14 @@ struct Lambda {
   gc_vector<Lambda*>* group = nullptr;
   bool free_done = false;
 
+  // A native implementation of this lambda's body, for the rule lambdas of builtin primitives
+  // (src/ad/native.cpp). It returns Value::unbound() when its argument is outside its fast case
+  // (e.g. a nested transform), and the interpreter then runs the body as usual.
+  Value (*native1)(Closure*, Value) = nullptr;
+  Value (*native2)(Closure*, Value, Value) = nullptr;  // the argument is the pair (a . b)
+  Prim* native_prim = nullptr;
+  Lambda* native_bp = nullptr;  // a reverse rule's backpropagator lambda
+
   Code* code = nullptr;     // compiled on first call
   Value empty_closure;      // when `free` is empty, the one closure of this lambda
 };

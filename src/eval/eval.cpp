@@ -96,6 +96,15 @@ struct Exec {
                 }
                 break;
               }
+            } else if (is(fv, Kind::Closure)) {
+              Closure* cl = static_cast<Closure*>(fv.as_obj());
+              if (cl->lambda->native2) {
+                Value r = cl->lambda->native2(cl, get(ip->b), get(ip->b2));
+                if (!r.is_unbound()) {
+                  fr[ip->x] = r;
+                  break;
+                }
+              }
             }
             av = cons(get(ip->b), get(ip->b2));
           } else {
@@ -204,6 +213,10 @@ Value apply(Value f, Value arg, Pos call_pos) {
     if (is(f, Kind::Closure)) {
       Closure* cl = static_cast<Closure*>(f.as_obj());
       Lambda* lam = cl->lambda;
+      if (lam->native1) {
+        Value r = lam->native1(cl, arg);
+        if (!r.is_unbound()) return r;
+      }
       if (!lam->code) compile(lam);
       const Code* code = lam->code;
       if (code->nslots > cap) {

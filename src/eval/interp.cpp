@@ -139,6 +139,7 @@ Value eval_rule(Prim* p, const char* src, char kind) {
   lam->rule_kind = kind;
   std::string name = std::string(kind == 'F' ? "forward " : "reverse ") + p->name;
   lam->name = intern(name);
+  install_native(p, lam, kind);
   return v;
 }
 

@@ -207,19 +207,42 @@ std::string rev_unary(const std::string& op, const std::string& d) {
   return "(lambda (xr) (let ((x (*j-inverse xr))) (cons (*j (" + op +
          " x)) (lambda (ys) (sensitize (cons '() (* " + d + " (unsensitize ys))))))))";
 }
-// Binary real primitive b with partials D1, D2 over x1, x2; `tan` is the tangent expression
-// over dx1, dx2, and `sens` the pair of argument sensitivities over y.
-std::string fwd_binary(const std::string& op, const std::string& tan) {
-  return "(lambda (b) (let* ((p (primal b)) (x1 (car p)) (x2 (cdr p)) (t (unperturb (tangent b))) (dx1 (car t)) "
-         "(dx2 (cdr t))) (bundle (" + op + " x1 x2) (perturb " + tan + "))))";
+// Real primitive op of n >= 2 reals, taking the tuple (x1 . (x2 . ... xn)), with partials
+// D1..Dn over x1..xn; `tan` is the tangent expression over dx1..dxn, and `sens` the tuple of
+// argument sensitivities over y. Binary arithmetic is the case n = 2; host primitives use any n.
+std::string tuple_parts(const std::string& tuple, const std::string& var, int n) {
+  std::string out, rest = tuple;
+  for (int i = 1; i < n; i++) {
+    out += " (" + var + std::to_string(i) + " (car " + rest + "))";
+    rest = "(cdr " + rest + ")";
+  }
+  return out + " (" + var + std::to_string(n) + " " + rest + ")";
 }
-std::string rev_binary(const std::string& op, const std::string& sens) {
-  return "(lambda (xr) (let* ((p (*j-inverse xr)) (x1 (car p)) (x2 (cdr p))) (cons (*j (" + op +
-         " x1 x2)) (lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() " + sens + ")))))))";
+std::string tuple_call(const std::string& op, int n) {
+  std::string out = "(" + op;
+  for (int i = 1; i <= n; i++) out += " x" + std::to_string(i);
+  return out + ")";
 }
-std::string bin_rules(const std::string& d1, const std::string& d2, std::string* fwd) {
-  *fwd = "(+ (* " + d1 + " dx1) (* " + d2 + " dx2))";
-  return "(cons (* " + d1 + " y) (* " + d2 + " y))";
+std::string fwd_tuple(const std::string& op, int n, const std::string& tan) {
+  return "(lambda (b) (let* ((p (primal b))" + tuple_parts("p", "x", n) + " (t (unperturb (tangent b)))" +
+         tuple_parts("t", "dx", n) + ") (bundle " + tuple_call(op, n) + " (perturb " + tan + "))))";
+}
+std::string rev_tuple(const std::string& op, int n, const std::string& sens) {
+  return "(lambda (xr) (let* ((p (*j-inverse xr))" + tuple_parts("p", "x", n) + ") (cons (*j " + tuple_call(op, n) +
+         ") (lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() " + sens + ")))))))";
+}
+std::string fwd_binary(const std::string& op, const std::string& tan) { return fwd_tuple(op, 2, tan); }
+std::string rev_binary(const std::string& op, const std::string& sens) { return rev_tuple(op, 2, sens); }
+// The tangent (into *fwd) and the sensitivity tuple (returned) of a primitive with partials d.
+std::string partial_rules(const std::vector<std::string>& d, std::string* fwd) {
+  size_t n = d.size();
+  std::string tan = "(* " + d[n - 1] + " dx" + std::to_string(n) + ")", sens = "(* " + d[n - 1] + " y)";
+  for (size_t i = n - 1; i-- > 0;) {
+    tan = "(+ (* " + d[i] + " dx" + std::to_string(i + 1) + ") " + tan + ")";
+    sens = "(cons (* " + d[i] + " y) " + sens + ")";
+  }
+  *fwd = tan;
+  return sens;
 }
 // Comparisons and type predicates: the result does not depend on the reals, so the sensitivity
 // is zero; they look through tags, so their forward version is themselves.
@@ -264,7 +287,7 @@ std::vector<Row> table() {
   };
   auto binary = [&](const char* n, Value (*f)(Prim*, Value, Value), const std::string& d1, const std::string& d2) {
     std::string tan;
-    std::string sens = bin_rules(d1, d2, &tan);
+    std::string sens = partial_rules({d1, d2}, &tan);
     t.push_back({n, 2, PrimClass::Arith, nullptr, f, fwd_binary(n, tan), rev_binary(n, sens)});
   };
   t.push_back({"+", 2, PrimClass::Arith, nullptr, p_add, fwd_binary("+", "(+ dx1 dx2)"), rev_binary("+", "(cons y y)")});

@@ -38,9 +38,13 @@ struct Prim : Obj {
   struct Host* host = nullptr;
 };
 
+// A host primitive of `arity` reals (arity 1 takes a real, more take a tuple). Its partial
+// derivatives are themselves primitives, named in `partials` (empty: not differentiable), so the
+// rules can call them and AD can nest through them as through a builtin's.
 struct Host {
   std::function<double(const std::vector<double>&)> f;
-  std::vector<std::function<double(const std::vector<double>&)>> partials;
+  int arity = 1;
+  std::vector<std::string> partials;
 };
 
 // Applies a primitive to its argument (checking it is a pair when binary).
@@ -48,7 +52,9 @@ Value apply_prim(Prim* p, Value arg);
 
 // The builtin table, instantiated per interpreter.
 std::vector<Prim*> make_builtin_prims();
-Prim* make_host_prim(const std::string& name, int arity, Host* host);
+// A primitive calling host->f (which it owns); its rules call the primitives host->partials,
+// which must be registered under those names too.
+Prim* make_host_prim(const std::string& name, Host* host);
 
 // Metering: primitive operation counts of the current thread's interpreter.
 void meter_count(Prim* p);

@@ -26,14 +26,7 @@ Value cons(Value a, Value b) {
   p->kind = Kind::Pair;
   p->car = a;
   p->cdr = b;
-  p->pos = Pos();
   return Value::obj(p);
-}
-
-Value cons_at(Value a, Value b, Pos pos) {
-  Value v = cons(a, b);
-  as_pair(v)->pos = pos;
-  return v;
 }
 
 Value make_string(const std::string& s) {

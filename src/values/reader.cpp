@@ -349,7 +349,7 @@ Value sx_to_value(const Sx* s) {
     case Sx::Str: return make_string(std::string(s->text, s->len));
     case Sx::Nil: return Value::nil();
     case Sx::Sym: throw Error(std::string("quote: VLAD has no symbols, got ") + s->text, s->pos);
-    case Sx::Pair: return cons_at(sx_to_value(s->car), sx_to_value(s->cdr), s->pos);
+    case Sx::Pair: return cons(sx_to_value(s->car), sx_to_value(s->cdr));
   }
   return Value::nil();
 }

@@ -75,9 +75,9 @@ struct Pos {
   int line = 0, col = 0;
 };
 
+// Run-time pairs carry no position: source positions live on the reader's syntax objects.
 struct Pair : Obj {
   Value car, cdr;
-  Pos pos;  // source position when read from source
 };
 
 struct String : Obj {
@@ -111,7 +111,6 @@ inline Value car(Value v) { return as_pair(v)->car; }
 inline Value cdr(Value v) { return as_pair(v)->cdr; }
 
 Value cons(Value a, Value b);
-Value cons_at(Value a, Value b, Pos pos);
 Value make_string(const std::string& s);
 std::string string_of(Value v);
 Value make_closure(Lambda* lam, const Value* env, int n);

@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# tests/cli.sh — checks of the `vlad` program (SPEC §6 and §8): options and exit statuses,
+# scripts, stdin, include directories, error reports and traces, --check, --meter, tail calls in
+# constant memory, deep recursion, the depth limit, IEEE arithmetic, and the REPL driven through a
+# pseudo-terminal (tmux).
+# Usage: tests/cli.sh path/to/vlad. Prints one line per check, `ok - NAME` or
+# `not ok - NAME: detail`; always exits 0 (tests/run.sh counts the lines).
+set -u
+[ $# -ge 1 ] || { echo "usage: $0 path/to/vlad" >&2; exit 2; }
+V=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/vlad-cli.XXXXXX")
+TMUX_SOCK=$TMP/tmux.sock
+cleanup() {
+  if [ -S "$TMUX_SOCK" ]; then tmux -S "$TMUX_SOCK" kill-server >/dev/null 2>&1; fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+cd "$TMP" || exit 0
+
+ok() { echo "ok - $1"; }
+notok() { echo "not ok - $1: $2"; }
+one_line() { printf '%s' "$1" | tr '\n' '|' | cut -c1-300; }
+
+# run [TIMEOUT] CMD... : sets OUT (stdout), ERR (stderr), RC. Standard input comes from $IN_FILE
+# when set, else from /dev/null.
+run() {
+  local t=60
+  case $1 in [0-9]*) t=$1; shift ;; esac
+  OUT=$(timeout "$t" "$@" <"${IN_FILE:-/dev/null}" 2>"$TMP/stderr"); RC=$?
+  ERR=$(cat "$TMP/stderr")
+}
+# expect NAME WANT_RC WANT_STDOUT : compares the last run's exit status and standard output.
+expect() {
+  if [ "$RC" -eq "$2" ] && [ "$OUT" = "$3" ]; then ok "$1"
+  else notok "$1" "expected exit $2 and stdout '$(one_line "$3")', got exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+}
+
+# ---------------------------------------------------------------- options and usage
+run "$V" --version
+if [ $RC -eq 0 ] && printf '%s' "$OUT" | grep -qE '^vlad [0-9]+\.[0-9]+'; then ok "--version"
+else notok "--version" "exit $RC, stdout '$(one_line "$OUT")'"; fi
+
+run "$V" --help
+if [ $RC -eq 0 ] && printf '%s' "$OUT" | grep -qi 'usage' && printf '%s' "$OUT" | grep -q -- '--check'; then ok "--help"
+else notok "--help" "exit $RC, stdout '$(one_line "$OUT")'"; fi
+
+run "$V" --no-such-option
+if [ $RC -eq 2 ] && [ -n "$ERR" ]; then ok "unknown option exits 2"
+else notok "unknown option exits 2" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
+run "$V" --check
+if [ $RC -eq 2 ] && [ -n "$ERR" ]; then ok "--check without a file exits 2"
+else notok "--check without a file exits 2" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
+run "$V" -e
+if [ $RC -eq 2 ] && [ -n "$ERR" ]; then ok "-e without an expression exits 2"
+else notok "-e without an expression exits 2" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
+# ---------------------------------------------------------------- running programs
+run "$V" -e '(+ 1 2)'
+expect "-e '(+ 1 2)' prints 3" 0 "3"
+
+cat >prog.vlad <<'EOF'
+; top-level values are printed, definitions are not
+(define (sq x) (* x x))
+(sq 3)
+(define y 2.5)
+(list 1 y (cons #t '()))
+(write-real 7)
+EOF
+run "$V" prog.vlad
+expect "script prints top-level values" 0 "$(printf '9\n(1 2.5 (#t))\n7\n7')"
+
+printf '(define z 6)\n(* z 7)\n' >stdin.vlad
+IN_FILE=stdin.vlad run "$V" -
+expect "'vlad -' reads the program from stdin" 0 "42"
+
+printf '5\n' >five.txt
+printf '(define n (read-real))\n(* n n)\n' >readreal.vlad
+IN_FILE=five.txt run "$V" readreal.vlad
+expect "read-real reads standard input" 0 "25"
+
+mkdir -p incdir/lib main other
+printf '(define (triple x) (* 3 x))\n' >incdir/lib/triple.vlad
+printf '(include "triple")\n(triple 5)\n' >main/prog.vlad
+(cd other && run "$V" -I ../incdir/lib ../main/prog.vlad && printf '%s\n%s\n%s\n' "$RC" "$OUT" "$ERR" >../inc.res)
+RC=$(sed -n 1p inc.res); OUT=$(sed -n 2p inc.res); ERR=$(sed -n '3,$p' inc.res)
+expect "-I DIR adds an include directory" 0 "15"
+(cd other && run "$V" ../main/prog.vlad && printf '%s\n' "$RC" >../inc2.res)
+if [ "$(cat inc2.res)" = 1 ]; then ok "include without -I fails with exit 1"
+else notok "include without -I fails with exit 1" "exit $(cat inc2.res)"; fi
+
+# ---------------------------------------------------------------- errors and traces
+printf '(define (h x)\n  (+ 1 (car x)))\n(h 5)\n' >err1.vlad
+run "$V" err1.vlad
+first=$(printf '%s\n' "$ERR" | head -1)
+if [ $RC -eq 1 ] && printf '%s' "$first" | grep -qE '^err1\.vlad:2:[0-9]+: error: .*car.*expected a pair'; then
+  ok "run-time error prints FILE:LINE:COL: error: message, exit 1"
+else notok "run-time error prints FILE:LINE:COL: error: message, exit 1" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+if printf '%s\n' "$ERR" | grep -qE '^  in h at err1\.vlad:3:1$'; then ok "error trace shows the top-level call (in h at err1.vlad:3:1)"
+else notok "error trace shows the top-level call (in h at err1.vlad:3:1)" "stderr '$(one_line "$ERR")'"; fi
+
+# a primitive failing as a whole top-level form, and at a line other than 1
+printf '(write-real 1)\n\n  (sin "a")\n' >err2.vlad
+run "$V" err2.vlad
+first=$(printf '%s\n' "$ERR" | head -1)
+if [ $RC -eq 1 ] && [ "$OUT" = 1 ] && printf '%s' "$first" | grep -qE '^err2\.vlad:3:3: error: .*sin'; then
+  ok "error in a top-level primitive call has a location (err2.vlad:3:3)"
+else notok "error in a top-level primitive call has a location (err2.vlad:3:3)" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
+run "$V" -e '(car 5)'
+if [ $RC -eq 1 ] && printf '%s\n' "$ERR" | head -1 | grep -qE '^[^ ]+:1:1: error: .*car'; then ok "-e error has a location"
+else notok "-e error has a location" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
+printf '(+ 1 2)\n(define (f x)\n  (* x 2)\n' >syn.vlad
+run "$V" syn.vlad
+if [ $RC -eq 1 ] && [ -z "$OUT" ] && printf '%s\n' "$ERR" | head -1 | grep -qE '^syn\.vlad:2:1: error: .*(paren|\))'; then
+  ok "unbalanced parenthesis is a syntax error with a location, exit 1"
+else notok "unbalanced parenthesis is a syntax error with a location, exit 1" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
+run "$V" -e '(foo 1)'
+if [ $RC -eq 1 ] && printf '%s' "$ERR" | grep -q 'unbound variable foo'; then ok "unbound variable error"
+else notok "unbound variable error" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
+# a trace 101 calls deep: 20 lines, most recent first, then "... and N more"
+cat >deeperr.vlad <<'EOF'
+(define (bad x) (+ 1 (car x)))
+(define (deep n) (if (= n 0) (bad 5) (+ 1 (deep (- n 1)))))
+(deep 100)
+EOF
+run "$V" deeperr.vlad
+ntrace=$(printf '%s\n' "$ERR" | grep -cE '^  in [^ ]+ at deeperr\.vlad:[0-9]+:[0-9]+$')
+firsttrace=$(printf '%s\n' "$ERR" | sed -n 2p)
+more=$(printf '%s\n' "$ERR" | sed -n 22p)
+rest=$(printf '%s' "$more" | sed -nE 's/^  \.\.\. and ([0-9]+) more$/\1/p')
+nlines=$(printf '%s\n' "$ERR" | wc -l)
+if [ $RC -eq 1 ] && [ "$ntrace" -eq 20 ] && [ -n "$rest" ] && [ $((20 + rest)) -ge 100 ] && [ $((20 + rest)) -le 103 ] &&
+   [ "$nlines" -eq 22 ] && printf '%s' "$firsttrace" | grep -q 'deeperr\.vlad:1:' &&
+   printf '%s\n' "$ERR" | sed -n 3,21p | grep -qv 'deeperr\.vlad:1:' ; then
+  ok "deep error trace: 20 lines, most recent first, then '... and N more'"
+else notok "deep error trace: 20 lines, most recent first, then '... and N more'" "exit $RC, $ntrace trace lines, line 22 '$more', stderr '$(one_line "$(printf '%s\n' "$ERR" | head -3)")'"; fi
+
+# ---------------------------------------------------------------- --check
+cat >chk.vlad <<'EOF'
+(define (sq x) (* x x))
+(sq 3) ===> 9
+(sq 0.1) ===> 0.01
+(sq 3) ===> 10
+(= (sq 2) 4)
+(car 5) ===> (error "expected a pair")
+(cons 1 (list 2 3)) ===> (1 2 3)
+EOF
+run "$V" --check chk.vlad
+if [ $RC -eq 1 ] && printf '%s\n' "$OUT" | tail -1 | grep -qx '5 passed, 1 failed' &&
+   printf '%s\n' "$OUT$ERR" | grep -q 'chk\.vlad:4:1'; then ok "--check with a failing check: file:line:col, '5 passed, 1 failed', exit 1"
+else notok "--check with a failing check: file:line:col, '5 passed, 1 failed', exit 1" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+sed -i 's/===> 10$/===> 9/' chk.vlad
+run "$V" --check chk.vlad
+if [ $RC -eq 0 ] && printf '%s\n' "$OUT" | tail -1 | grep -qx '6 passed, 0 failed'; then ok "--check with all checks passing exits 0"
+else notok "--check with all checks passing exits 0" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
+# ---------------------------------------------------------------- --meter
+printf '(define (f n acc) (if (= n 0) acc (f (- n 1) (+ acc (sin n)))))\n(f 1000 0)\n' >meter.vlad
+run "$V" --meter meter.vlad
+want=$(printf '+ 1000\n- 1000\n= 1001\nsin 1000')
+got=$(printf '%s\n' "$ERR" | grep -v '^total' | sort)
+last=$(printf '%s\n' "$ERR" | tail -1)
+if [ $RC -eq 0 ] && [ "$OUT" = 0.8139696340731656 ] && [ "$got" = "$want" ] && [ "$last" = "total primitive operations: 4001" ]; then
+  ok "--meter counts: = 1001, - 1000, + 1000, sin 1000, total 4001"
+else notok "--meter counts: = 1001, - 1000, + 1000, sin 1000, total 4001" "exit $RC, stdout '$OUT', stderr '$(one_line "$ERR")'"; fi
+
+# ---------------------------------------------------------------- tail calls, deep recursion, limits
+printf '(define (loop i) (if (= i 0) 0 (loop (- i 1))))\n(loop %s)\n' 1000000 >loop6.vlad
+printf '(define (loop i) (if (= i 0) 0 (loop (- i 1))))\n(loop %s)\n' 100000000 >loop8.vlad
+if [ -x /usr/bin/time ]; then
+  OUT=$(timeout 60 /usr/bin/time -f '%M' -o rss6 "$V" loop6.vlad 2>/dev/null); rc6=$?
+  OUT=$(timeout 120 /usr/bin/time -f '%M' -o rss8 "$V" loop8.vlad 2>/dev/null); RC=$?
+  r6=$(tail -1 rss6 2>/dev/null); r8=$(tail -1 rss8 2>/dev/null)
+  if [ $RC -eq 0 ] && [ "$OUT" = 0 ] && [ -n "$r8" ] && [ "$r8" -lt $((r6 + 65536)) ]; then
+    ok "10^8 tail-recursive iterations in constant memory (max RSS ${r8} KB vs ${r6} KB for 10^6)"
+  else notok "10^8 tail-recursive iterations in constant memory" "exit $RC, stdout '$OUT', max RSS ${r8:-?} KB vs ${r6:-?} KB for 10^6"; fi
+else
+  run 120 "$V" loop8.vlad
+  if [ $RC -eq 0 ] && [ "$OUT" = 0 ]; then ok "10^8 tail-recursive iterations complete # SKIP memory: no /usr/bin/time"
+  else notok "10^8 tail-recursive iterations complete" "exit $RC, stdout '$OUT', stderr '$(one_line "$ERR")'"; fi
+fi
+
+printf '(define (deep n) (if (= n 0) 0 (+ 1 (deep (- n 1)))))\n(deep 1000000)\n' >deep6.vlad
+run 120 "$V" deep6.vlad
+expect "10^6 nested non-tail calls" 0 "1000000"
+
+printf '(define (deep n) (if (= n 0) 0 (+ 1 (deep (- n 1)))))\n(deep 100000)\n' >deep5.vlad
+run 60 "$V" --depth-limit 10000 deep5.vlad
+if [ $RC -eq 1 ] && printf '%s\n' "$ERR" | head -1 | grep -qE '^deep5\.vlad:[0-9]+:[0-9]+: error: .*recursion depth'; then
+  ok "--depth-limit: exceeding it is an error mentioning 'recursion depth', exit 1"
+else notok "--depth-limit: exceeding it is an error mentioning 'recursion depth', exit 1" "exit $RC, stderr '$(one_line "$(printf '%s\n' "$ERR" | head -2)")'"; fi
+
+run "$V" --depth-limit 10000 -e '(+ 1 2)'
+expect "--depth-limit N with -e" 0 "3"
+
+# ---------------------------------------------------------------- IEEE
+run "$V" -e '(/ 1 0)'
+expect "(/ 1 0) prints +inf" 0 "+inf"
+run "$V" -e '(sqrt -1)'
+expect "(sqrt -1) prints +nan" 0 "+nan"
+run "$V" -e '(/ -1 0)'
+expect "(/ -1 0) prints -inf" 0 "-inf"
+
+# ---------------------------------------------------------------- the REPL, through tmux
+if ! command -v tmux >/dev/null 2>&1; then
+  ok "repl # SKIP tmux is not installed (scripts/deps.sh installs it)"
+  exit 0
+fi
+export HOME=$TMP/home
+mkdir -p "$HOME"
+export TERM=${TERM:-xterm}
+[ "$TERM" = dumb ] && export TERM=xterm
+T() { tmux -S "$TMUX_SOCK" "$@"; }
+pane() { T capture-pane -p -J -t vlad -S -2000 2>/dev/null; }
+# wait_for REGEX [SECONDS]: polls the pane until a line matches (grep -E).
+wait_for() {
+  local deadline=$(( $(date +%s) + ${2:-5} ))
+  while :; do
+    pane | grep -qE -- "$1" && return 0
+    [ "$(date +%s)" -ge "$deadline" ] && return 1
+    sleep 0.1
+  done
+}
+# count of lines matching REGEX in the pane
+count() { pane | grep -cE -- "$1"; }
+type_line() { T send-keys -t vlad -l -- "$1"; T send-keys -t vlad Enter; }
+repl_check() {  # NAME REGEX [SECONDS]
+  if wait_for "$2" "${3:-5}"; then ok "repl: $1"
+  else notok "repl: $1" "no line matching /$2/ in: $(pane | grep -v '^$' | tail -8 | tr '\n' '|')"; fi
+}
+
+printf 'cd %q && %q; echo "[vlad exited with status $?]"; sleep 60\n' "$TMP" "$V" >repl.sh
+T -f /dev/null new-session -d -s vlad -x 160 -y 50 "bash $TMP/repl.sh" 2>/dev/null
+repl_check "prompt appears" '^vlad> ' 10
+type_line '(define (sq x) (* x x))'
+type_line '(sq 12)'
+repl_check "value of an expression is printed" '^144$'
+type_line '(car 5)'
+repl_check "an error prints 'error' with a location <repl:N>:1:1" '<repl:[0-9]+>:1:1: error: .*car'
+type_line '(sq 13)'
+repl_check "recovers after an error, earlier definitions intact" '^169$'
+type_line '(+ (sq 2)'
+sleep 0.3
+type_line '   1000)'
+repl_check "multi-line input (an expression split over two lines)" '^1004$'
+type_line ',help'
+repl_check ",help lists the commands (shown before the next input)" ',meter'
+type_line ',time (+ 1 50)'
+repl_check ",time prints the value" '^51$'
+repl_check ",time prints the time taken" '[0-9.]+ ?(ms|s)\b'
+type_line ',meter (sin 1)'
+repl_check ",meter prints the value" '^0\.8414709848078965$'
+repl_check ",meter prints the primitive counts" 'total primitive operations: 1$'
+type_line '(define (spin i) (spin (+ i 1)))'
+type_line '(spin 0)'
+sleep 1
+T send-keys -t vlad C-c
+repl_check "Ctrl-C interrupts a running evaluation" 'interrupted' 5
+type_line '(sq 20)'
+repl_check "recovers after Ctrl-C" '^400$' 5
+T send-keys -t vlad C-d
+repl_check "Ctrl-D exits with status 0" '^\[vlad exited with status 0\]$' 5
+if [ -f "$HOME/.vlad_history" ] && grep -q 'sq' "$HOME/.vlad_history"; then ok "repl: history written to ~/.vlad_history"
+else notok "repl: history written to ~/.vlad_history" "$(ls -a "$HOME" | tr '\n' ' ')"; fi
+T kill-server >/dev/null 2>&1
+
+# the REPL reading from a pipe (not a terminal): values only, no prompt
+printf '(define (sq x) (* x x))\n(sq 5)\n(car 5)\n(sq 6)\n' >pipe.in
+IN_FILE=pipe.in run 30 "$V"
+if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '25\n36')" ] && printf '%s' "$ERR" | grep -q 'error'; then ok "repl from a pipe: values, errors, recovery"
+else notok "repl from a pipe: values, errors, recovery" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+exit 0
