@@ -59,15 +59,17 @@ golden() {
 }
 for f in tests/golden/*.vlad scheme-examples/*.vlad; do [ -e "$f" ] && golden "$f"; done
 
-# 4. command-line and REPL checks
-if [ -x tests/cli.sh ]; then
-  out=$(tests/cli.sh "$V" 2>&1)
+# 4. scripts printing `ok - ...` / `not ok - ...` lines: command line and REPL (cli.sh), the
+#    cost of AD in primitive operations (cost.sh), the embedding example (embed.sh)
+for t in tests/*.sh; do
+  [ -x "$t" ] || continue
+  out=$("$t" "$V" 2>&1)
   p=$(printf '%s\n' "$out" | grep -c '^ok ')
   f=$(printf '%s\n' "$out" | grep -c '^not ok ')
-  printf '%s\n' "$out" | grep '^not ok ' | head -20
+  printf '%s\n' "$out" | grep -E '^(not ok |# )' | head -40
   passed=$((passed + p)); failed=$((failed + f))
-  echo "cli checks: $p passed, $f failed"
-fi
+  printf '%-50s %s passed, %s failed\n' "$t" "$p" "$f"
+done
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -2,6 +2,8 @@
 // Transformed pairs are pairs of transformed values (paper §4, the pair notation (v1 ,x v2)), so
 // only reals and other tags carry explicit tags; closures carry theirs on their lambda.
 // Zeros are lazy (paper, end of §4): a LazyZero stands for the zero of a value until inspected.
+#include <unordered_map>
+
 #include "../eval/interp.hpp"
 #include "../prims/prims.hpp"
 #include "ad.hpp"
@@ -9,6 +11,54 @@
 namespace vlad {
 
 namespace {
+
+// Structure sharing is preserved (paper, end of §4): while one operation walks a structure, its
+// results for the pairs it has already met are reused, so a DAG of n pairs costs O(n) even when
+// it unfolds to 2^n leaves. Shallow structures (the common tuples) skip the table.
+struct PairKey {
+  uint64_t a, b;
+  bool operator==(const PairKey& o) const { return a == o.a && b == o.b; }
+};
+struct PairKeyHash {
+  size_t operator()(const PairKey& k) const { return std::hash<uint64_t>()(k.a * 31 + k.b); }
+};
+struct PairMemo {
+  int depth = 0;
+  std::unordered_map<PairKey, Value, PairKeyHash>* map = nullptr;
+};
+
+template <class F>
+Value memo_pair(PairMemo& m, Value a, Value b, F make) {
+  if (m.depth < 8) {
+    m.depth++;
+    Value r;
+    try {
+      r = make();
+    } catch (...) {
+      if (--m.depth == 0) { delete m.map; m.map = nullptr; }
+      throw;
+    }
+    if (--m.depth == 0) { delete m.map; m.map = nullptr; }
+    return r;
+  }
+  if (!m.map) m.map = new std::unordered_map<PairKey, Value, PairKeyHash>();
+  PairKey k{a.bits, b.bits};
+  auto it = m.map->find(k);
+  if (it != m.map->end()) return it->second;
+  m.depth++;
+  Value r;
+  try {
+    r = make();
+  } catch (...) {
+    m.depth--;
+    throw;
+  }
+  m.depth--;
+  (*m.map)[k] = r;
+  return r;
+}
+
+thread_local PairMemo plus_memo, bundle_memo, part_memo, star_j_memo, star_j_inverse_memo;
 
 [[noreturn]] void ad_error(const char* who, const std::string& what, Value v) {
   throw Error(std::string(who) + ": " + what + ", got " + write_string(v));
@@ -134,7 +184,8 @@ Value plus(Value a, Value b) {
   if (a.is_real() && b.is_real()) return Value::real(a.as_real() + b.as_real());
   if (a.is_obj() && b.is_obj() && kind_of(a) == kind_of(b)) {
     switch (kind_of(a)) {
-      case Kind::Pair: return cons(plus(car(a), car(b)), plus(cdr(a), cdr(b)));
+      case Kind::Pair:
+        return memo_pair(plus_memo, a, b, [&] { return cons(plus(car(a), car(b)), plus(cdr(a), cdr(b))); });
       case Kind::Bundle: {
         Bundle* x = static_cast<Bundle*>(a.as_obj());
         Bundle* y = static_cast<Bundle*>(b.as_obj());
@@ -202,7 +253,7 @@ Value bundle_raw(Value p, Value t) {
   switch (kind_of(p)) {
     case Kind::Pair:
       if (!is_pair(t)) nonconform("bundle", p, t);
-      return cons(bundle_raw(car(p), car(t)), bundle_raw(cdr(p), cdr(t)));
+      return memo_pair(bundle_memo, p, t, [&] { return cons(bundle_raw(car(p), car(t)), bundle_raw(cdr(p), cdr(t))); });
     case Kind::Bundle:
     case Kind::Reverse:
     case Kind::Perturbation:
@@ -236,7 +287,10 @@ Value forward_part(const char* who, Value v, int part) {
       Bundle* b = static_cast<Bundle*>(v.as_obj());
       return part == 0 ? b->primal : b->tangent;
     }
-    case Kind::Pair: return cons(forward_part(who, car(v), part), forward_part(who, cdr(v), part));
+    case Kind::Pair:
+      return memo_pair(part_memo, v, Value::real(part), [&] {
+        return cons(forward_part(who, car(v), part), forward_part(who, cdr(v), part));
+      });
     case Kind::Closure: {
       Closure* c = as_closure(v);
       Lambda* lam = c->lambda;
@@ -276,7 +330,8 @@ Value star_j(Value v) {
   if (v.is_real()) return make_tagged(Kind::Reverse, v);
   if (!v.is_obj()) return v;
   switch (kind_of(v)) {
-    case Kind::Pair: return cons(star_j(car(v)), star_j(cdr(v)));
+    case Kind::Pair:
+      return memo_pair(star_j_memo, v, Value::nil(), [&] { return cons(star_j(car(v)), star_j(cdr(v))); });
     case Kind::Bundle:
     case Kind::Reverse:
     case Kind::Perturbation:
@@ -306,7 +361,9 @@ Value star_j_inverse(Value v) {
   if (!v.is_obj()) return v;
   switch (kind_of(v)) {
     case Kind::Reverse: return tagged_value(v);
-    case Kind::Pair: return cons(star_j_inverse(car(v)), star_j_inverse(cdr(v)));
+    case Kind::Pair:
+      return memo_pair(star_j_inverse_memo, v, Value::nil(),
+                       [&] { return cons(star_j_inverse(car(v)), star_j_inverse(cdr(v))); });
     case Kind::Closure: {
       Closure* c = as_closure(v);
       Lambda* lam = c->lambda;

@@ -184,6 +184,34 @@ Value p_error(Prim*, Value v) {
   throw Error(msg);
 }
 
+// Host primitives: the reals of the argument go to the host's function; an exception it throws
+// becomes an Error naming the primitive, so it reaches the host as a vlad::Error with a trace.
+Value call_host(Prim* p, const std::vector<double>& xs) {
+  try {
+    return Value::real(p->host->f(xs));
+  } catch (const std::exception& e) {
+    throw Error(std::string(p->name) + ": " + e.what());
+  } catch (...) {
+    throw Error(std::string(p->name) + ": the host function threw a non-standard exception");
+  }
+}
+Value p_host1(Prim* p, Value v) {
+  int n = p->host->arity;
+  if (n == 1) return call_host(p, {real_arg(p, v)});
+  std::vector<double> xs;
+  Value rest = v;
+  for (int i = 0; i < n; i++) {
+    rest = forced(rest);
+    Value x = i + 1 < n ? (is_pair(rest) ? car(rest) : Value::unbound()) : rest;
+    Value s = forced(x);
+    if (!s.is_real()) type_error(p, ("a tuple of " + std::to_string(n) + " reals").c_str(), v);
+    xs.push_back(s.as_real());
+    if (i + 1 < n) rest = cdr(rest);
+  }
+  return call_host(p, xs);
+}
+Value p_host2(Prim* p, Value a, Value b) { return call_host(p, {real_arg(p, a), real_arg(p, b)}); }
+
 Value p_zero(Prim*, Value v) { return zero_of(v); }
 Value p_rzero(Prim*, Value v) { return rzero(v); }
 Value p_plus(Prim*, Value a, Value b) { return plus(a, b); }
@@ -369,24 +397,56 @@ std::vector<Row> table() {
 
 }  // namespace
 
+namespace {
+
+Prim* new_prim(const char* name, int arity, PrimClass cls, Value (*fn1)(Prim*, Value),
+               Value (*fn2)(Prim*, Value, Value), const std::string& fwd, const std::string& rev) {
+  Prim* p = static_cast<Prim*>(GC_MALLOC_UNCOLLECTABLE(sizeof(Prim)));
+  new (p) Prim();
+  p->kind = Kind::Prim;
+  p->name = intern(name);
+  p->arity = arity;
+  p->cls = cls;
+  p->fn1 = fn1;
+  p->fn2 = fn2;
+  p->fwd_rule = intern_rule(fwd);
+  p->rev_rule = intern_rule(rev);
+  p->fwd = Value::unbound();
+  p->rev = Value::unbound();
+  return p;
+}
+
+}  // namespace
+
 std::vector<Prim*> make_builtin_prims() {
   std::vector<Prim*> out;
-  for (const Row& r : table()) {
-    Prim* p = static_cast<Prim*>(GC_MALLOC_UNCOLLECTABLE(sizeof(Prim)));
-    new (p) Prim();
-    p->kind = Kind::Prim;
-    p->name = intern(r.name);
-    p->arity = r.arity;
-    p->cls = r.cls;
-    p->fn1 = r.fn1;
-    p->fn2 = r.fn2;
-    p->fwd_rule = intern_rule(r.fwd);
-    p->rev_rule = intern_rule(r.rev);
-    p->fwd = Value::unbound();
-    p->rev = Value::unbound();
-    out.push_back(p);
-  }
+  for (const Row& r : table()) out.push_back(new_prim(r.name, r.arity, r.cls, r.fn1, r.fn2, r.fwd, r.rev));
   return out;
+}
+
+// The rules are the builtins' (fwd_unary ... rev_tuple) with calls of the partials' primitives as
+// the partial derivatives, so forward, reverse and nested AD of a host primitive work as for `sin`.
+Prim* make_host_prim(const std::string& name, Host* host) {
+  int n = host->arity;
+  std::string fwd, rev;
+  if (!host->partials.empty()) {
+    if (n == 1) {
+      std::string d = "(" + host->partials[0] + " x)";
+      fwd = fwd_unary(name, d);
+      rev = rev_unary(name, d);
+    } else {
+      std::vector<std::string> d;
+      for (const std::string& partial : host->partials) d.push_back(tuple_call(partial, n));
+      std::string tan;
+      std::string sens = partial_rules(d, &tan);
+      fwd = fwd_tuple(name, n, tan);
+      rev = rev_tuple(name, n, sens);
+    }
+  }
+  Prim* p = new_prim(name.c_str(), n == 2 ? 2 : 1, PrimClass::Host, n == 2 ? nullptr : p_host1,
+                     n == 2 ? p_host2 : nullptr, fwd, rev);
+  p->host = host;
+  return p;
 }
 
 Value apply_prim(Prim* p, Value arg) {

@@ -1,0 +1,342 @@
+// bridge.cpp — the interpreter's side of the embedding API: GC roots for values the host holds,
+// registration of host threads with the collector, sessions (one Interp each) and the conversion
+// of errors into the host's vlad::Error. Everything that evaluates runs through run_on_big_stack.
+#include "bridge.hpp"
+
+#include <mutex>
+
+#include "../ad/ad.hpp"
+#include "../eval/runner.hpp"
+
+namespace vlad {
+namespace detail {
+
+struct Session {
+  Interp* in;
+};
+
+namespace {
+
+// ---- the collector and host threads ----
+// Boehm must be initialised from the main thread before other threads register: done when the
+// library is loaded (static initialisation runs on the main thread), and again lazily in case the
+// API is used from another static initialiser first.
+void init_collector() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    GC_INIT();
+    GC_allow_register_threads();
+  });
+}
+const bool collector_initialised = (init_collector(), true);
+
+// A host thread registered by the API; unregistered when the thread exits, since the collector
+// would otherwise try to stop a thread that no longer exists.
+struct ThreadRegistration {
+  bool registered = false;
+  ~ThreadRegistration() {
+    if (registered) GC_unregister_my_thread();
+  }
+};
+
+// Every entry point that allocates or reads GC memory starts here: host threads are not created
+// through the collector, so it would neither scan their stacks nor stop them during a collection.
+void enter() {
+  thread_local bool ready = false;
+  if (ready) return;
+  init_collector();
+  if (!GC_thread_is_registered()) {
+    static thread_local ThreadRegistration registration;
+    GC_stack_base base;
+    if (GC_get_stack_base(&base) != GC_SUCCESS) throw std::runtime_error("vlad: cannot find this thread's stack");
+    GC_register_my_thread(&base);
+    registration.registered = true;
+  }
+  ready = true;
+}
+
+ErrorInfo info_of(const vlad::Error& e) {
+  ErrorInfo info;
+  info.message = e.what();
+  info.file = e.pos.file ? e.pos.file : "";
+  info.line = e.pos.line;
+  info.col = e.pos.col;
+  info.located = e.located();
+  info.report = e.report();
+  for (const TraceEntry& t : e.trace) info.trace.push_back({t.name, t.pos.file ? t.pos.file : "", t.pos.line, t.pos.col});
+  info.omitted = e.trace_dropped;
+  return info;
+}
+
+// Runs f on this (registered) thread; an interpreter error leaves as the host's vlad::Error.
+template <class F>
+auto guarded(F&& f) -> decltype(f()) {
+  enter();
+  try {
+    return f();
+  } catch (const vlad::Error& e) {
+    raise(info_of(e));
+  }
+}
+
+// ---- roots ----
+Root* new_root(vlad::Value v) {
+  if (v.is_nil()) return nullptr;
+  Root* r = static_cast<Root*>(GC_MALLOC_UNCOLLECTABLE(sizeof(Root)));
+  if (!r) throw std::bad_alloc();
+  new (&r->refs) std::atomic<long>(1);
+  r->bits = v.bits;
+  return r;
+}
+
+vlad::Value value_of(const Root* r) { return r ? vlad::Value(r->bits, 0) : vlad::Value::nil(); }
+
+// The value with lazy zeros materialised at the root (so it can be inspected).
+vlad::Value forced(vlad::Value v) {
+  while (is(v, Kind::Zero)) v = materialize_zero(v);
+  return v;
+}
+vlad::Value forced(const Root* r) { return forced(value_of(r)); }
+
+[[noreturn]] void type_error(const char* what, const char* expected, const Root* r) {
+  throw vlad::Error(std::string(what) + ": expected " + expected + ", got " + write_string(value_of(r)));
+}
+
+// True when `name` reads back as exactly that symbol (host names are spliced into rule source).
+bool is_symbol_name(const std::string& name) {
+  try {
+    gc_vector<TopForm> forms = read_program(name, "<name>");
+    return forms.size() == 1 && forms[0].form->type == Sx::Sym && !forms[0].expected && name == forms[0].form->text;
+  } catch (const vlad::Error&) {
+    return false;
+  }
+}
+
+// Runs fn on a big stack with s's interpreter current; fn returns the value to root.
+Root* evaluate(Session* s, const std::function<vlad::Value()>& fn) {
+  Root* out = nullptr;
+  run_on_big_stack(s->in, [&] { out = new_root(fn()); });
+  return out;
+}
+
+}  // namespace
+
+void retain(Root* r) { r->refs.fetch_add(1, std::memory_order_relaxed); }
+
+void release(Root* r) {
+  if (r->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) GC_FREE(r);
+}
+
+Root* root_real(double x) {
+  return guarded([&] { return new_root(vlad::Value::real(x)); });
+}
+Root* root_boolean(bool b) {
+  return guarded([&] { return new_root(vlad::Value::boolean(b)); });
+}
+Root* root_string(const std::string& s) {
+  return guarded([&] { return new_root(vlad::make_string(s)); });
+}
+Root* root_pair(const Root* a, const Root* b) {
+  return guarded([&] { return new_root(cons(value_of(a), value_of(b))); });
+}
+Root* root_reals(const std::vector<double>& xs) {
+  return guarded([&] {
+    vlad::Value l = vlad::Value::nil();
+    for (size_t i = xs.size(); i-- > 0;) l = cons(vlad::Value::real(xs[i]), l);
+    return new_root(l);
+  });
+}
+Root* root_list(const std::vector<const Root*>& items, bool tuple) {
+  return guarded([&] {
+    size_t n = items.size();
+    if (tuple && n == 0) return new_root(vlad::Value::nil());
+    vlad::Value l = tuple ? value_of(items[n - 1]) : vlad::Value::nil();
+    for (size_t i = tuple ? n - 1 : n; i-- > 0;) l = cons(value_of(items[i]), l);
+    return new_root(l);
+  });
+}
+
+Type type_of(const Root* r) {
+  return guarded([&] {
+    vlad::Value v = forced(r);
+    if (v.is_nil()) return Type::Null;
+    if (v.is_bool()) return Type::Boolean;
+    if (v.is_real()) return Type::Real;
+    if (is_pair(v)) return Type::Pair;
+    if (is(v, Kind::String)) return Type::String;
+    if (is(v, Kind::Closure) || is(v, Kind::Prim)) return Type::Procedure;
+    return Type::Other;
+  });
+}
+
+double real_of(const Root* r, const char* what) {
+  return guarded([&] {
+    vlad::Value v = forced(r);
+    if (!v.is_real()) type_error(what, "a real", r);
+    return v.as_real();
+  });
+}
+bool boolean_of(const Root* r, const char* what) {
+  return guarded([&] {
+    vlad::Value v = forced(r);
+    if (!v.is_bool()) type_error(what, "a boolean", r);
+    return !v.is_false();
+  });
+}
+std::string text_of(const Root* r, const char* what) {
+  return guarded([&] {
+    vlad::Value v = forced(r);
+    if (!is(v, Kind::String)) type_error(what, "a string", r);
+    return vlad::string_of(v);
+  });
+}
+Root* car_of(const Root* r, const char* what) {
+  return guarded([&] {
+    vlad::Value v = forced(r);
+    if (!is_pair(v)) type_error(what, "a pair", r);
+    return new_root(car(v));
+  });
+}
+Root* cdr_of(const Root* r, const char* what) {
+  return guarded([&] {
+    vlad::Value v = forced(r);
+    if (!is_pair(v)) type_error(what, "a pair", r);
+    return new_root(cdr(v));
+  });
+}
+std::vector<double> reals_of(const Root* r, const char* what) {
+  return guarded([&] {
+    std::vector<double> out;
+    vlad::Value v = forced(r);
+    for (; is_pair(v); v = forced(cdr(v))) {
+      vlad::Value x = forced(car(v));
+      if (!x.is_real()) type_error(what, "a list of reals", r);
+      out.push_back(x.as_real());
+    }
+    if (!v.is_nil()) type_error(what, "a list of reals", r);
+    return out;
+  });
+}
+std::vector<Root*> items_of(const Root* r, const char* what) {
+  return guarded([&] {
+    std::vector<Root*> out;
+    vlad::Value v = forced(r);
+    for (; is_pair(v); v = forced(cdr(v))) out.push_back(new_root(car(v)));
+    if (!v.is_nil()) {
+      for (Root* x : out)
+        if (x) release(x);
+      type_error(what, "a proper list", r);
+    }
+    return out;
+  });
+}
+std::string write_of(const Root* r) {
+  return guarded([&] {
+    std::string out;
+    run_on_big_stack(nullptr, [&] { out = write_string(value_of(r)); });
+    return out;
+  });
+}
+void fail(const std::string& message) { raise(info_of(vlad::Error(message))); }
+
+Session* open_session() {
+  return guarded([&] {
+    Session* s = new Session{nullptr};
+    try {
+      run_on_big_stack(nullptr, [&] { s->in = new Interp(); });
+    } catch (...) {
+      delete s;
+      throw;
+    }
+    return s;
+  });
+}
+
+void close_session(Session* s) {
+  enter();
+  Interp* in = s->in;
+  for (auto& [name, c] : in->prelude_cells) GC_FREE(c);
+  for (auto& [name, c] : in->user_cells) GC_FREE(c);
+  for (Prim* p : in->prims) {
+    delete p->host;
+    GC_FREE(p);
+  }
+  delete in;
+  delete s;
+}
+
+Root* eval_text(Session* s, const std::string& text, const std::string& name, const std::string& dir) {
+  return guarded([&] {
+    return evaluate(s, [&] {
+      vlad::Value last = vlad::Value::nil();
+      RunOptions opt;
+      opt.dir = dir;
+      run_text(*s->in, text, intern(name), opt, [&](vlad::Value v, Pos) { last = v; });
+      return last;
+    });
+  });
+}
+
+Root* eval_file(Session* s, const std::string& path) {
+  std::string text = guarded([&] { return read_file(path); });
+  size_t slash = path.rfind('/');
+  return eval_text(s, text, path, slash == std::string::npos ? "." : path.substr(0, slash));
+}
+
+Root* read_global(Session* s, const std::string& name) {
+  return guarded([&] {
+    auto it = s->in->user_cells.find(intern(name));
+    if (it == s->in->user_cells.end() || it->second->value.is_unbound())
+      throw vlad::Error("unbound variable " + name);
+    return new_root(it->second->value);
+  });
+}
+
+void write_global(Session* s, const std::string& name, const Root* v) {
+  guarded([&] {
+    if (!is_symbol_name(name)) throw vlad::Error("define: " + name + " is not a valid name");
+    s->in->cell(intern(name), false)->value = value_of(v);
+  });
+}
+
+Root* call(Session* s, const Root* f, const Root* arg) {
+  return guarded([&] { return evaluate(s, [&] { return apply(value_of(f), value_of(arg)); }); });
+}
+
+Root* call_library(Session* s, const char* op, const Root* f, const Root* arg) {
+  return guarded([&] {
+    return evaluate(s, [&] {
+      vlad::Value library = s->in->prelude_cells.at(intern(op))->value;
+      return apply(apply(library, value_of(f)), value_of(arg));
+    });
+  });
+}
+
+void define_host(Session* s, const std::string& name, int arity,
+                 std::function<double(const std::vector<double>&)> f, std::vector<std::string> partials) {
+  guarded([&] {
+    Interp& in = *s->in;
+    std::string where = "define_primitive " + name;
+    if (!is_symbol_name(name)) throw vlad::Error(where + ": not a valid name");
+    if (!f) throw vlad::Error(where + ": no function given");
+    if (arity < 1) throw vlad::Error(where + ": the arity must be at least 1");
+    if (!partials.empty() && (int)partials.size() != arity) throw vlad::Error(where + ": one partial per argument");
+    auto old = in.prim_by_name.find(intern(name));
+    if (old != in.prim_by_name.end() && old->second->cls != PrimClass::Host)
+      throw vlad::Error(where + ": cannot replace a builtin primitive");
+    for (const std::string& d : partials)
+      if (!in.prim_by_name.count(intern(d))) throw vlad::Error(where + ": no primitive " + d);
+    in.add_prim(make_host_prim(name, new Host{std::move(f), arity, std::move(partials)}));
+  });
+}
+
+uint64_t session_meter(Session* s) {
+  return guarded([&] { return meter_total(*s->in); });
+}
+
+void session_meter_reset(Session* s) {
+  guarded([&] { meter_reset(*s->in); });
+}
+
+}  // namespace detail
+}  // namespace vlad

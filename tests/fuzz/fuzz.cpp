@@ -1,0 +1,457 @@
+// fuzz.cpp — a mutation fuzzer for the reader, expander and evaluator (SPEC §8: no input crashes
+// the interpreter). It reads the given VLAD files as a corpus and, ITERATIONS times, mutates one of
+// them (delete / duplicate / swap a character or a token, insert a parenthesis or a token from a
+// small dictionary, wrap tokens in or strip a pair of parentheses, change a digit, truncate,
+// splice two files; then, 60% of the time, rebalance the parentheses so that the text gets past
+// the reader) and runs the result — as a program or, half the time, through the `--check`
+// driver, which goes on after an error — in this one
+// process through the internal API, as the `vlad` program does: every evaluation on the big
+// evaluation stack, errors caught as vlad::Error. A fresh interpreter is made every 100
+// iterations; a watchdog interrupts runs after 200 ms; output goes to a null stream.
+//
+//   build/fuzz [--seed S] ITERATIONS FILE...    fuzz (default seed 1)
+//   build/fuzz --replay FILE                     run one input the same way (for minimising)
+// With FUZZ_VERBOSE set in the environment, each iteration's outcome is printed.
+//
+// Before each run the input is written to $TMPDIR/vlad-fuzz-last.vlad (or /tmp/...), so after a
+// crash it is there; a crash signal also prints the iteration. Exit status: 0 when nothing
+// crashed, 1 if some run threw something other than vlad::Error or hung, and the signal's
+// status on a crash.
+#include <signal.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "eval/interp.hpp"
+#include "eval/runner.hpp"
+#include "values/error.hpp"
+
+using namespace vlad;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kFreshEvery = 100;
+constexpr auto kSoftLimit = std::chrono::milliseconds(200);  // then interrupt (repeatedly)
+constexpr auto kHardLimit = std::chrono::seconds(30);        // then report a hang and abort
+constexpr long kDepthLimit = 100000;
+
+std::string last_path;
+char last_path_c[4096];
+volatile long current_iteration = -1;
+
+// ---- watchdog ----
+std::mutex mu;
+Interp* armed = nullptr;
+Clock::time_point started;
+bool stop_watchdog = false;
+
+void watchdog() {
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::lock_guard<std::mutex> lock(mu);
+    if (stop_watchdog) return;
+    if (!armed) continue;
+    auto t = Clock::now() - started;
+    // Set repeatedly: the interpreter clears the flag when it throws, and --check goes on to the
+    // next form after an error.
+    if (t >= kSoftLimit) armed->interrupt = true;
+    if (t >= kHardLimit) {
+      fprintf(stderr, "\nHANG: iteration %ld did not stop %lld s after an interrupt; input in %s\n",
+              (long)current_iteration, (long long)std::chrono::duration_cast<std::chrono::seconds>(kHardLimit).count(),
+              last_path.c_str());
+      fflush(stderr);
+      _exit(3);
+    }
+  }
+}
+
+void arm(Interp* in) {
+  std::lock_guard<std::mutex> lock(mu);
+  in->interrupt = false;
+  started = Clock::now();
+  armed = in;
+}
+void disarm(Interp* in) {
+  std::lock_guard<std::mutex> lock(mu);
+  armed = nullptr;
+  in->interrupt = false;
+}
+
+// ---- crash reporting ----
+char altstack[1 << 16];
+
+void on_crash(int sig) {
+  char buf[256];
+  int n = snprintf(buf, sizeof buf, "\nCRASH: signal %d (%s) at iteration %ld; input in %s\n", sig,
+                   strsignal(sig), (long)current_iteration, last_path_c);
+  if (n > 0) { ssize_t r = write(2, buf, (size_t)n); (void)r; }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void install_crash_handlers() {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_crash;
+  sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  for (int s : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) sigaction(s, &sa, nullptr);
+}
+
+// An alternate signal stack for the evaluation thread, so a stack overflow is reported too.
+void use_altstack() {
+  stack_t ss;
+  ss.ss_sp = altstack;
+  ss.ss_size = sizeof altstack;
+  ss.ss_flags = 0;
+  sigaltstack(&ss, nullptr);
+}
+
+struct NullBuf : std::streambuf {
+  int overflow(int c) override { return c == EOF ? 0 : c; }
+  std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    fprintf(stderr, "fuzz: cannot read %s\n", path.c_str());
+    exit(2);
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void save_last(const std::string& text) {
+  int fd = open(last_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return;
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t w = write(fd, text.data() + off, text.size() - off);
+    if (w <= 0) break;
+    off += (size_t)w;
+  }
+  close(fd);
+}
+
+std::string dir_of(const std::string& path) {
+  size_t k = path.rfind('/');
+  return k == std::string::npos ? "." : path.substr(0, k);
+}
+
+// ---- mutations ----
+struct Rng {
+  std::mt19937_64 g;
+  explicit Rng(uint64_t s) : g(s) {}
+  size_t below(size_t n) { return n ? (size_t)(g() % n) : 0; }
+  bool chance(int pct) { return (int)below(100) < pct; }
+};
+
+struct Span { size_t b, e; };
+
+std::vector<Span> tokenize(const std::string& s) {
+  std::vector<Span> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    char c = s[i];
+    if (isspace((unsigned char)c)) { i++; continue; }
+    if (c == ';') { while (i < s.size() && s[i] != '\n') i++; continue; }
+    if (c == '(' || c == ')' || c == '\'') { out.push_back({i, i + 1}); i++; continue; }
+    if (c == '"') {
+      size_t j = i + 1;
+      while (j < s.size() && s[j] != '"') j += s[j] == '\\' ? 2 : 1;
+      j = std::min(j + 1, s.size());
+      out.push_back({i, j});
+      i = j;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.size() && !isspace((unsigned char)s[j]) && s[j] != '(' && s[j] != ')' && s[j] != ';' && s[j] != '"') j++;
+    out.push_back({i, j});
+    i = j;
+  }
+  return out;
+}
+
+const char* dictionary[] = {
+    "(", ")", "'", "0", "1", "-1", "0.5", "1e308", "-1e-308", "+inf", "#t", "#f", "'()", "\"s\"", "===>",
+    "#|", "|#", "#;", ".", "x", "f", "lambda", "define", "let", "let*", "letrec", "if", "cond", "else",
+    "and", "or", "begin", "quote", "cons", "cons*", "list", "car", "cdr", "+", "-", "*", "/", "sqrt",
+    "exp", "log", "sin", "atan", "expt", "tanh", "=", "<", "zero", "plus", "perturb", "unperturb",
+    "bundle", "primal", "tangent", "sensitize", "unsensitize", "*j", "*j-inverse", "j*", "write",
+    "display", "error", "map", "iota", "reduce", "fold", "derivative", "gradient", "gradient-F",
+    "jacobian-R", "hessian", "vjp", "directional-derivative", "if-procedure", "real", "read-real",
+    "(lambda (x) x)", "(lambda (x y) (* x y))", "(*j (lambda (x) x))", "(j* car)", "(*j *j)",
+    "(zero (lambda (x) x))", "(plus 1 2)", "(perturb 1)", "(sensitize 1)", "(*j 1)",
+    "(bundle 1 (perturb 1))", "(iota 1000)", "(error \"e\")",
+};
+
+std::string mutate_once(const std::string& s, const std::vector<std::string>& corpus, Rng& r) {
+  std::string t = s;
+  switch (r.below(15)) {
+    case 0:  // delete a character
+      if (!t.empty()) t.erase(r.below(t.size()), 1);
+      break;
+    case 1:  // duplicate a character
+      if (!t.empty()) { size_t i = r.below(t.size()); t.insert(i, 1, t[i]); }
+      break;
+    case 2:  // swap two characters (often adjacent)
+      if (t.size() > 1) {
+        size_t i = r.below(t.size() - 1);
+        size_t j = r.chance(50) ? i + 1 : r.below(t.size());
+        std::swap(t[i], t[j]);
+      }
+      break;
+    case 3: case 4: case 5: {  // token operations
+      auto tk = tokenize(t);
+      if (tk.empty()) break;
+      Span a = tk[r.below(tk.size())];
+      std::string at = t.substr(a.b, a.e - a.b);
+      int op = (int)r.below(3);
+      if (op == 0) t.erase(a.b, a.e - a.b);
+      else if (op == 1) t.insert(a.e, " " + at);
+      else {
+        Span b = tk[r.below(tk.size())];
+        if (b.b < a.b) std::swap(a, b);
+        if (a.e <= b.b) {
+          std::string bt = t.substr(b.b, b.e - b.b);
+          at = t.substr(a.b, a.e - a.b);
+          t = t.substr(0, a.b) + bt + t.substr(a.e, b.b - a.e) + at + t.substr(b.e);
+        }
+      }
+      break;
+    }
+    case 6:  // insert a parenthesis
+      t.insert(r.below(t.size() + 1), 1, r.chance(50) ? '(' : ')');
+      break;
+    case 7: {  // change a digit
+      std::vector<size_t> digits;
+      for (size_t i = 0; i < t.size(); i++) if (isdigit((unsigned char)t[i])) digits.push_back(i);
+      if (!digits.empty()) {
+        size_t i = digits[r.below(digits.size())];
+        static const char repl[] = "0123456789.-e+";
+        t[i] = repl[r.below(sizeof repl - 1)];
+        if (r.chance(10)) t.insert(i, "99999");
+      }
+      break;
+    }
+    case 8:  // truncate
+      if (!t.empty()) t.resize(r.below(t.size()));
+      break;
+    case 9: case 10: {  // splice: a prefix of this text and a suffix of another file
+      const std::string& o = corpus[r.below(corpus.size())];
+      size_t i = r.below(t.size() + 1), j = r.below(o.size() + 1);
+      t = t.substr(0, i) + o.substr(j);
+      break;
+    }
+    case 13: {  // wrap a run of tokens in parentheses
+      auto tk = tokenize(t);
+      if (tk.empty()) break;
+      size_t i = r.below(tk.size()), j = std::min(tk.size() - 1, i + r.below(4));
+      t.insert(tk[j].e, ")");
+      t.insert(tk[i].b, "(");
+      break;
+    }
+    case 14: {  // remove a matching pair of parentheses
+      auto tk = tokenize(t);
+      std::vector<size_t> opens;
+      std::vector<std::pair<size_t, size_t>> pairs;
+      for (const Span& sp : tk) {
+        if (t[sp.b] == '(' && sp.e == sp.b + 1) opens.push_back(sp.b);
+        else if (t[sp.b] == ')' && !opens.empty()) { pairs.push_back({opens.back(), sp.b}); opens.pop_back(); }
+      }
+      if (pairs.empty()) break;
+      auto pr = pairs[r.below(pairs.size())];
+      t.erase(pr.second, 1);
+      t.erase(pr.first, 1);
+      break;
+    }
+    default: {  // insert a token from the dictionary at a token boundary
+      auto tk = tokenize(t);
+      size_t at = tk.empty() ? 0 : (r.chance(50) ? tk[r.below(tk.size())].b : tk[r.below(tk.size())].e);
+      const char* w = dictionary[r.below(sizeof dictionary / sizeof *dictionary)];
+      t.insert(at, std::string(" ") + w + " ");
+      break;
+    }
+  }
+  return t;
+}
+
+// Makes the parentheses balance: drops unmatched ')' and closes open lists at the end (so that a
+// mutated program gets past the reader more often).
+std::string balance(const std::string& t) {
+  std::string out;
+  size_t last = 0;
+  int depth = 0;
+  for (const Span& sp : tokenize(t)) {
+    if (sp.e != sp.b + 1) continue;
+    if (t[sp.b] == '(') depth++;
+    else if (t[sp.b] == ')') {
+      if (depth == 0) { out += t.substr(last, sp.b - last); last = sp.e; }
+      else depth--;
+    }
+  }
+  out += t.substr(last);
+  if (depth > 0) out += "\n" + std::string(depth, ')');
+  return out;
+}
+
+// ---- running one input ----
+enum class Outcome { Completed, Error, Other };
+
+Outcome run_one(Interp* in, const std::string& text, const std::string& dir, bool check_mode, std::string& what) {
+  Outcome out = Outcome::Completed;
+  arm(in);
+  try {
+    run_on_big_stack(in, [&] {
+      use_altstack();
+      if (check_mode) {
+        std::string report;
+        CheckResult r = check_text(*in, text, "<fuzz>", dir, report);
+        if (r.failed) out = Outcome::Error;
+      } else {
+        RunOptions opt;
+        opt.dir = dir;
+        run_text(*in, text, "<fuzz>", opt, [](Value v, Pos) { std::cout << write_string(v) << "\n"; });
+      }
+    });
+  } catch (const Error& e) {
+    out = Outcome::Error;
+    what = e.what();
+    (void)e.report();  // exercise the trace formatting too
+  } catch (const std::exception& e) {
+    out = Outcome::Other;
+    what = std::string("non-vlad exception: ") + e.what();
+  } catch (...) {
+    out = Outcome::Other;
+    what = "unknown exception";
+  }
+  disarm(in);
+  return out;
+}
+
+Interp* fresh_interp() {
+  Interp* in = nullptr;
+  run_on_big_stack(nullptr, [&] { in = new Interp(); });
+  in->depth_limit = kDepthLimit;
+  return in;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t seed = 1;
+  long iterations = -1;
+  std::string replay;
+  std::vector<std::string> files;
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    if (a == "--seed" && i + 1 < argc) seed = strtoull(argv[++i], nullptr, 10);
+    else if (a == "--replay" && i + 1 < argc) replay = argv[++i];
+    else if (iterations < 0 && replay.empty() && !a.empty() && isdigit((unsigned char)a[0])) iterations = atol(a.c_str());
+    else files.push_back(a);
+  }
+  if (replay.empty() && (iterations < 0 || files.empty())) {
+    fprintf(stderr, "usage: fuzz [--seed S] ITERATIONS FILE...\n       fuzz --replay FILE\n");
+    return 2;
+  }
+  const char* tmpdir = getenv("TMPDIR");
+  last_path = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/vlad-fuzz-last.vlad";
+  snprintf(last_path_c, sizeof last_path_c, "%s", last_path.c_str());
+
+  // read-real must not wait for a terminal; program output goes nowhere.
+  if (!freopen("/dev/null", "r", stdin)) return 2;
+  NullBuf nullbuf;
+  std::streambuf* saved_out = std::cout.rdbuf(&nullbuf);
+  auto say = [&](const std::string& s) {
+    std::cout.rdbuf(saved_out);
+    std::cout << s << std::flush;
+    std::cout.rdbuf(&nullbuf);
+  };
+
+  Interp* in = fresh_interp();
+  install_crash_handlers();
+  std::thread dog(watchdog);
+
+  int status = 0;
+  if (!replay.empty()) {
+    std::string text = slurp(replay), what;
+    for (int mode = 0; mode < 2; mode++) {
+      Outcome o = run_one(in, text, dir_of(replay), mode == 1, what);
+      say(std::string(mode ? "check mode: " : "run mode: ") +
+          (o == Outcome::Completed ? "completed" : o == Outcome::Error ? "error: " + what : "FAILURE: " + what) + "\n");
+      if (o == Outcome::Other) status = 1;
+    }
+  } else {
+    std::vector<std::string> corpus, dirs;
+    for (const auto& f : files) { corpus.push_back(slurp(f)); dirs.push_back(dir_of(f)); }
+    Rng r(seed);
+    bool verbose = getenv("FUZZ_VERBOSE") != nullptr;
+    long n_error = 0, n_done = 0, n_other = 0, n_interrupted = 0, n_depth = 0, n_fresh = 1;
+    auto t0 = Clock::now();
+    say("fuzz: seed " + std::to_string(seed) + ", " + std::to_string(iterations) + " iterations over " +
+        std::to_string(files.size()) + " files; current input saved to " + last_path + "\n");
+    for (long it = 0; it < iterations; it++) {
+      current_iteration = it;
+      if (it > 0 && it % kFreshEvery == 0) { in = fresh_interp(); n_fresh++; }
+      size_t k = r.below(corpus.size());
+      std::string text = corpus[k];
+      int nmut = 1 + (int)r.below(4);
+      for (int m = 0; m < nmut; m++) text = mutate_once(text, corpus, r);
+      if (r.chance(60)) text = balance(text);
+      bool check_mode = r.chance(50);
+      save_last(text);
+      std::string what;
+      Outcome o = run_one(in, text, dirs[k], check_mode, what);
+      if (verbose) say(std::to_string(it) + (check_mode ? " check: " : " run: ") + (o == Outcome::Completed ? "completed" : what.substr(0, 120)) + "\n");
+      if (o == Outcome::Completed) n_done++;
+      else if (o == Outcome::Error) {
+        n_error++;
+        if (what == "interrupted") n_interrupted++;
+        if (what.find("recursion depth") != std::string::npos) n_depth++;
+      } else {
+        n_other++;
+        status = 1;
+        std::string keep = last_path + "." + std::to_string(it);
+        save_last(text);
+        std::rename(last_path.c_str(), keep.c_str());
+        say("\nFAILURE at iteration " + std::to_string(it) + ": " + what + " (input kept in " + keep + ")\n");
+      }
+      if ((it + 1) % 1000 == 0 || it + 1 == iterations) {
+        double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+        char line[256];
+        snprintf(line, sizeof line, "fuzz: %ld/%ld  errors %ld (interrupted %ld, depth %ld)  completed %ld  %.1f s\n",
+                 it + 1, iterations, n_error, n_interrupted, n_depth, n_done, secs);
+        say(line);
+      }
+    }
+    char line[320];
+    snprintf(line, sizeof line,
+             "fuzz summary: %ld iterations, %ld raised errors (%ld interrupted after %lld ms, %ld depth limit), "
+             "%ld completed, %ld other failures, %ld interpreters; no crash\n",
+             iterations, n_error, n_interrupted, (long long)kSoftLimit.count(), n_depth, n_done, n_other, n_fresh);
+    say(line);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop_watchdog = true;
+  }
+  dog.join();
+  std::cout.rdbuf(saved_out);
+  return status;
+}

@@ -1,0 +1,460 @@
+// api_test.cpp — unit tests of the embedding API (SPEC §7), written as a host would: this file
+// sees only vlad.hpp (and the collector's header, to force collections).
+#include <doctest/doctest.h>
+#include <gc/gc.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+#include <sys/stat.h>
+
+#include "vlad.hpp"
+
+namespace {
+
+using Args = const std::vector<double>&;
+
+// Central finite differences of a C++ function of n reals.
+double fd_partial(const std::function<double(Args)>& f, std::vector<double> x, size_t i, double h = 1e-5) {
+  double x0 = x[i];
+  x[i] = x0 + h;
+  double up = f(x);
+  x[i] = x0 - h;
+  double down = f(x);
+  return (up - down) / (2 * h);
+}
+double fd_second(const std::function<double(Args)>& f, std::vector<double> x, size_t i, size_t j,
+                 double h = 1e-4) {
+  auto di = [&](Args y) { return fd_partial(f, y, i, h); };
+  return fd_partial(di, x, j, h);
+}
+
+// h(x) = x² sin x, with its first and second derivatives, so that it nests twice.
+double h_f(Args x) { return x[0] * x[0] * std::sin(x[0]); }
+double h_d(Args x) { return 2 * x[0] * std::sin(x[0]) + x[0] * x[0] * std::cos(x[0]); }
+double h_dd(Args x) { return 2 * std::sin(x[0]) + 4 * x[0] * std::cos(x[0]) - x[0] * x[0] * std::sin(x[0]); }
+
+// g(x, y) = x² y + sin y, with its Hessian.
+double g_f(Args a) { return a[0] * a[0] * a[1] + std::sin(a[1]); }
+vlad::HostFunction g_host() {
+  auto gx = [](Args a) { return 2 * a[0] * a[1]; };
+  auto gy = [](Args a) { return a[0] * a[0] + std::cos(a[1]); };
+  auto gxx = [](Args a) { return 2 * a[1]; };
+  auto gxy = [](Args a) { return 2 * a[0]; };
+  auto gyy = [](Args a) { return -std::sin(a[1]); };
+  return vlad::HostFunction(g_f, {vlad::HostFunction(gx, {gxx, gxy}), vlad::HostFunction(gy, {gxy, gyy})});
+}
+
+// t(x, y, z) = x y z + z², first-order partials only.
+double t_f(Args a) { return a[0] * a[1] * a[2] + a[2] * a[2]; }
+vlad::HostFunction t_host() {
+  return vlad::HostFunction(t_f, {[](Args a) { return a[1] * a[2]; }, [](Args a) { return a[0] * a[2]; },
+                                  [](Args a) { return a[0] * a[1] + 2 * a[2]; }});
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const vlad::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("api: eval_string returns the last expression's value; definitions persist") {
+  vlad::Interpreter vm;
+  CHECK(vlad::is_null(vm.eval_string("(define (f x y) (* x (sin y)))")));
+  vlad::Value g = vm.eval_string("(define a 1) ((gradient f) 2 3)");
+  CHECK(vlad::to_real(vlad::car(g)) == doctest::Approx(std::sin(3.0)));
+  CHECK(vlad::to_real(vlad::cdr(g)) == doctest::Approx(2 * std::cos(3.0)));
+  CHECK(vlad::to_real(vm.eval_string("(+ a 41)")) == 42);
+  CHECK(vlad::to_string(vm.eval_string("(list 1 0.5 #t '() \"s\")")) == "(1 0.5 #t () \"s\")");
+}
+
+TEST_CASE("api: eval_file runs a file, with includes found beside it") {
+  std::string dir = "build/unit-tmp";
+  mkdir(dir.c_str(), 0755);
+  std::ofstream(dir + "/lib.vlad") << "(define (triple x) (* 3 x))\n";
+  std::ofstream(dir + "/main.vlad") << "(include \"lib\")\n(triple 14)\n";
+  vlad::Interpreter vm;
+  CHECK(vlad::to_real(vm.eval_file(dir + "/main.vlad")) == 42);
+  CHECK(vlad::to_real(vm.call(vm.global("triple"), 2)) == 6);
+  CHECK_THROWS_AS(vm.eval_file(dir + "/no-such-file.vlad"), vlad::Error);
+  CHECK(error_of([&] { vm.eval_file(dir + "/no-such-file.vlad"); }).find("cannot open file") != std::string::npos);
+}
+
+TEST_CASE("api: global and define") {
+  vlad::Interpreter vm;
+  vm.define("k", 2.5);
+  CHECK(vlad::to_real(vm.eval_string("(* k 2)")) == 5);
+  vm.define("k", vlad::list(1, 2, 3));
+  CHECK(vlad::to_string(vm.global("k")) == "(1 2 3)");
+  // A closure made in one place, defined under another name, used from VLAD code.
+  vm.define("add7", vm.eval_string("(let ((n 7)) (lambda (x) (+ n x)))"));
+  CHECK(vlad::to_real(vm.eval_string("(add7 1)")) == 8);
+  CHECK(vlad::is_procedure(vm.global("add7")));
+  CHECK(vlad::is_procedure(vm.global("car")));
+  CHECK(error_of([&] { vm.global("no-such-name"); }) == "unbound variable no-such-name");
+  CHECK(error_of([&] { vm.define("not a name", 1); }).find("not a valid name") != std::string::npos);
+}
+
+TEST_CASE("api: call with one argument, several (a tuple), or none") {
+  vlad::Interpreter vm;
+  vm.eval_string("(define (f x y z) (- (* x y) z)) (define (sq x) (* x x)) (define (k) 5)");
+  CHECK(vlad::to_real(vm.call(vm.global("sq"), 3)) == 9);
+  CHECK(vlad::to_real(vm.call(vm.global("f"), 2.0, 3.0, 1.0)) == 5);
+  CHECK(vlad::to_real(vm.call(vm.global("f"), vm.tuple(2, 3, 1))) == 5);
+  CHECK(vlad::to_real(vm.call(vm.global("k"))) == 5);
+  // A binary primitive takes a pair.
+  CHECK(vlad::to_real(vm.call(vm.global("+"), 3, 4)) == 7);
+  CHECK(vlad::to_real(vm.call(vm.global("length"), vlad::list(1, 2, 3))) == 3);
+  CHECK(error_of([&] { vm.call(vlad::Value(3.0), 1.0); }).find("not a procedure") != std::string::npos);
+}
+
+TEST_CASE("api: tuple and list build VLAD's shapes") {
+  CHECK(vlad::to_string(vlad::tuple()) == "()");
+  CHECK(vlad::to_string(vlad::tuple(5)) == "5");
+  CHECK(vlad::to_string(vlad::tuple(1, 2)) == "(1 . 2)");
+  CHECK(vlad::to_string(vlad::tuple(1, 2, 3)) == "(1 2 . 3)");
+  CHECK(vlad::to_string(vlad::list()) == "()");
+  CHECK(vlad::to_string(vlad::list(1, 2.5, true, vlad::list(3))) == "(1 2.5 #t (3))");
+  CHECK(vlad::to_string(vlad::list(std::vector<double>{1, 2}, false)) == "((1 2) #f)");
+  CHECK(vlad::to_string(vlad::cons(1, vlad::nil())) == "(1)");
+  CHECK(vlad::to_string(vlad::tuple_of({vlad::real(1), vlad::boolean(false)})) == "(1 . #f)");
+  CHECK(vlad::to_string(vlad::list_of({vlad::string_value("a\"b")})) == "(\"a\\\"b\")");
+}
+
+TEST_CASE("api: conversions and predicates") {
+  vlad::Interpreter vm;
+  vlad::Value l = vm.eval_string("(list 1 2.5 -3)");
+  CHECK(vlad::to_vector(l) == std::vector<double>{1, 2.5, -3});
+  CHECK(vlad::to_vector(vlad::Value(std::vector<double>{4, 5})) == std::vector<double>{4, 5});
+  CHECK(vlad::to_vector(vlad::nil()).empty());
+  std::vector<vlad::Value> items = vlad::to_list(vm.eval_string("(list 1 #t (cons 2 3))"));
+  REQUIRE(items.size() == 3);
+  CHECK(vlad::to_real(items[0]) == 1);
+  CHECK(vlad::to_bool(items[1]));
+  CHECK(vlad::to_real(vlad::cdr(items[2])) == 3);
+  CHECK(vlad::to_bool(vm.eval_string("(< 2 1)")) == false);
+  CHECK(vlad::to_std_string(vm.eval_string("\"label\"")) == "label");
+  CHECK(vlad::to_real(vlad::Value(7)) == 7);
+  CHECK(vlad::to_real(vlad::real(-0.25)) == -0.25);
+
+  CHECK(vlad::is_real(vlad::Value(1.0)));
+  CHECK(vlad::is_bool(vlad::Value(false)));
+  CHECK(vlad::is_null(vlad::Value()));
+  CHECK(vlad::is_pair(l));
+  CHECK(vlad::is_string(vlad::string_value("s")));
+  CHECK(vlad::is_procedure(vm.eval_string("(lambda (x) x)")));
+  CHECK_FALSE(vlad::is_real(l));
+  CHECK_FALSE(vlad::is_pair(vlad::nil()));
+  CHECK_FALSE(vlad::is_procedure(vlad::Value(1.0)));
+
+  // Lazy zeros are looked through.
+  vlad::Value z = vm.eval_string("(zero (list 1 (cons 2 3)))");
+  CHECK(vlad::is_pair(z));
+  CHECK(vlad::to_string(z) == "(0 (0 . 0))");
+  CHECK(vlad::to_real(vlad::car(z)) == 0);
+  CHECK(vlad::to_real(vm.eval_string("(zero 5)")) == 0);
+
+  // Printed forms of AD values.
+  CHECK(vlad::to_string(vm.eval_string("(bundle 1 (perturb 1))")) == "(forward 1 (perturbation 1))");
+  CHECK(vlad::to_string(vm.global("car")) == "#<procedure car>");
+
+  CHECK(error_of([&] { vlad::to_real(vlad::cons(1, 2)); }) == "to_real: expected a real, got (1 . 2)");
+  CHECK(error_of([&] { vlad::to_bool(vlad::Value(0.0)); }) == "to_bool: expected a boolean, got 0");
+  CHECK(error_of([&] { vlad::car(vlad::nil()); }) == "car: expected a pair, got ()");
+  CHECK(error_of([&] { vlad::cdr(vlad::Value(1.0)); }) == "cdr: expected a pair, got 1");
+  CHECK(error_of([&] { vlad::to_vector(vlad::list(1, true)); }) == "to_vector: expected a list of reals, got (1 #t)");
+  CHECK(error_of([&] { vlad::to_list(vlad::cons(1, 2)); }) == "to_list: expected a proper list, got (1 . 2)");
+  CHECK(error_of([&] { vlad::to_std_string(vlad::Value(1.0)); }) == "to_std_string: expected a string, got 1");
+}
+
+TEST_CASE("api: Value copies and moves share one root") {
+  vlad::Value a = vlad::list(1, 2);
+  vlad::Value b = a;
+  vlad::Value c = std::move(a);
+  CHECK(vlad::is_null(a));  // NOLINT(bugprone-use-after-move): a moved-from Value is '()
+  a = c;
+  c = vlad::Value(9.0);
+  b = b;  // self-assignment keeps the value
+  CHECK(vlad::to_string(a) == "(1 2)");
+  CHECK(vlad::to_string(b) == "(1 2)");
+  CHECK(vlad::to_real(c) == 9);
+  // Values stay inspectable after their interpreter is gone.
+  vlad::Value kept;
+  {
+    vlad::Interpreter vm;
+    kept = vm.eval_string("(map (lambda (x) (* x x)) (list 1 2 3))");
+  }
+  CHECK(vlad::to_vector(kept) == std::vector<double>{1, 4, 9});
+}
+
+TEST_CASE("api: errors carry message, location and trace; the interpreter stays usable") {
+  vlad::Interpreter vm;
+  vm.eval_string("(define (g x) (+ 1 (car x)))\n(define (h y) (* 2 (g y)))", "prog.vlad");
+  try {
+    vm.eval_string("(h 1)", "call.vlad");
+    FAIL("no error");
+  } catch (const vlad::Error& e) {
+    CHECK(std::string(e.what()) == "car: expected a pair, got 1");
+    CHECK(e.message() == e.what());
+    CHECK(e.file == "prog.vlad");
+    CHECK(e.line == 1);
+    CHECK(e.col == 20);
+    CHECK(e.located() == "prog.vlad:1:20: error: car: expected a pair, got 1");
+    REQUIRE(e.trace.size() >= 2);
+    CHECK(e.trace[0].name == "car");
+    CHECK(e.trace[1].name == "g");
+    CHECK(e.trace[1].file == "prog.vlad");
+    CHECK(e.trace[1].line == 2);
+    CHECK(e.trace[1].col == 20);
+    CHECK(e.frames_omitted == 0);
+    CHECK(e.report().find("\n  in g at prog.vlad:2:20") != std::string::npos);
+  }
+  try {
+    vm.eval_string("(define ok 1)\n(+ 1\n  (2 3", "syntax.vlad");
+    FAIL("no error");
+  } catch (const vlad::Error& e) {
+    CHECK(e.file == "syntax.vlad");
+    CHECK(e.line == 3);
+    CHECK(e.col == 3);
+  }
+  CHECK(error_of([&] { vm.eval_string("(error \"boom\" 42)"); }) == "boom 42");
+  CHECK(error_of([&] { vm.eval_string("nope"); }) == "unbound variable nope");
+  // Still usable, earlier definitions intact.
+  CHECK(vlad::to_real(vm.eval_string("(h (cons 4 5))")) == 10);
+  CHECK(vlad::to_real(vm.call(vm.global("g"), vlad::cons(1, 2))) == 2);
+}
+
+TEST_CASE("api: values held by the host survive collections") {
+  vlad::Interpreter vm;
+  vlad::Value held = vm.eval_string("(map (lambda (i) (cons i (* i i))) (iota 1000))");
+  vlad::Value closure = vm.eval_string("(let ((k (list 7))) (lambda (x) (* (car k) x)))");
+  vlad::Value part = vlad::cdr(vlad::cdr(held));
+  vlad::Value built = vlad::list(vlad::cons(1, 2), std::vector<double>{3, 4});
+  for (int i = 0; i < 100; i++) {
+    vm.eval_string("(map (lambda (x) (cons x x)) (iota 3000))");  // garbage
+    vlad::Value garbage = vlad::list(1, 2, 3, vlad::cons(4, 5));
+    (void)garbage;
+    GC_gcollect();
+  }
+  std::vector<vlad::Value> items = vlad::to_list(held);
+  REQUIRE(items.size() == 1000);
+  bool all_right = true;
+  for (int i = 0; i < 1000; i++)
+    all_right = all_right && vlad::to_real(vlad::car(items[i])) == i && vlad::to_real(vlad::cdr(items[i])) == i * i;
+  CHECK(all_right);
+  CHECK(vlad::to_real(vlad::car(vlad::car(part))) == 2);
+  CHECK(vlad::to_real(vm.call(closure, 6)) == 42);
+  CHECK(vlad::to_string(built) == "((1 . 2) (3 4))");
+}
+
+namespace {
+
+// A workload with host primitives, AD and collections; returns everything it computed.
+std::vector<double> workload() {
+  vlad::Interpreter vm;
+  vm.define_primitive("host-g", 2, g_host());
+  vm.eval_string(
+      "(define (f l) (fold + 0 (map (lambda (x) (host-g x (sin x))) l)))"
+      "(define (loop n acc) (if (= n 0) acc (loop (- n 1) (+ acc (f (list n 1 2))))))");
+  std::vector<double> out;
+  std::vector<double> x(100);
+  for (int round = 0; round < 40; round++) {
+    for (size_t i = 0; i < x.size(); i++) x[i] = 0.1 * i + 0.01 * round;
+    std::vector<double> g = vm.gradient(vm.global("f"), x);
+    out.insert(out.end(), g.begin(), g.end());
+    out.push_back(vlad::to_real(vm.call(vm.global("loop"), 2000, 0)));
+    if (round % 5 == 0) GC_gcollect();
+  }
+  out.push_back((double)vm.meter_total());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("api: two interpreters on two threads give the same answers as one") {
+  std::vector<double> alone = workload();
+  std::vector<double> r1, r2;
+  std::thread t1([&] { r1 = workload(); });
+  std::thread t2([&] { r2 = workload(); });
+  t1.join();
+  t2.join();
+  CHECK(r1 == alone);
+  CHECK(r2 == alone);
+  // And an interpreter made on one thread can be used from another, one at a time.
+  vlad::Interpreter vm;
+  vlad::Value sq = vm.eval_string("(lambda (x) (* x x))");
+  double got = 0;
+  std::thread t3([&] { got = vm.gradient(sq, 3.0); });
+  t3.join();
+  CHECK(got == 6);
+}
+
+TEST_CASE("api: gradient, derivative, hessian_vector_product") {
+  vlad::Interpreter vm;
+  vm.eval_string(
+      "(define (f x) (* x (sin x)))"
+      "(define (r v) (let ((x (car v)) (y (cadr v))) (+ (* x (* x y)) (* y (* y y)))))"
+      "(define (cadr l) (car (cdr l)))"
+      "(define (curve t) (list (cos t) (* t t)))");
+  double x = 0.7;
+  CHECK(vm.gradient(vm.global("f"), x) == doctest::Approx(std::sin(x) + x * std::cos(x)));
+  std::vector<double> g = vm.gradient(vm.global("r"), {2, 3});
+  REQUIRE(g.size() == 2);
+  CHECK(g[0] == doctest::Approx(12));      // 2xy
+  CHECK(g[1] == doctest::Approx(4 + 27));  // x² + 3y²
+  CHECK(vlad::to_real(vm.derivative(vm.global("f"), x)) == doctest::Approx(std::sin(x) + x * std::cos(x)));
+  std::vector<double> d = vlad::to_vector(vm.derivative(vm.global("curve"), 2));
+  CHECK(d[0] == doctest::Approx(-std::sin(2.0)));
+  CHECK(d[1] == doctest::Approx(4));
+  // H = [[2y, 2x], [2x, 6y]] at (2, 3) = [[6, 4], [4, 18]]
+  std::vector<double> hv = vm.hessian_vector_product(vm.global("r"), {2, 3}, {1, -1});
+  REQUIRE(hv.size() == 2);
+  CHECK(hv[0] == doctest::Approx(2));
+  CHECK(hv[1] == doctest::Approx(-14));
+  // The library functions are the prelude's, whatever the user redefines.
+  vm.eval_string("(define (gradient f) 0)");
+  CHECK(vm.gradient(vm.global("f"), x) == doctest::Approx(std::sin(x) + x * std::cos(x)));
+}
+
+TEST_CASE("api: meter_total and meter_reset") {
+  vlad::Interpreter vm;
+  vm.meter_reset();
+  CHECK(vm.meter_total() == 0);
+  vm.eval_string("(+ 1 2)");
+  CHECK(vm.meter_total() == 1);
+  vm.eval_string("(sin (* 2 (- 3 1)))");
+  CHECK(vm.meter_total() == 4);
+  vm.meter_reset();
+  CHECK(vm.meter_total() == 0);
+}
+
+TEST_CASE("api: host primitives in ordinary code") {
+  vlad::Interpreter vm;
+  vm.define_primitive("host-h", 1, vlad::HostFunction(h_f, {vlad::HostFunction(h_d, {h_dd})}));
+  vm.define_primitive("host-g", 2, g_host());
+  vm.define_primitive("host-t", 3, t_host());
+  vm.define_primitive("plain", 1, vlad::HostFunction([](Args a) { return a[0] + 1; }));
+  CHECK(vlad::to_real(vm.eval_string("(host-h 2)")) == doctest::Approx(h_f({2})));
+  CHECK(vlad::to_real(vm.eval_string("(host-g 2 3)")) == doctest::Approx(g_f({2, 3})));
+  CHECK(vlad::to_real(vm.eval_string("(host-g (cons 2 3))")) == doctest::Approx(g_f({2, 3})));
+  CHECK(vlad::to_real(vm.eval_string("(host-t 1 2 3)")) == doctest::Approx(t_f({1, 2, 3})));
+  CHECK(vlad::to_real(vm.eval_string("(plain 2)")) == 3);
+  CHECK(vlad::to_vector(vm.eval_string("(map plain (list 1 2))")) == std::vector<double>{2, 3});
+  // The partials are primitives too.
+  CHECK(vlad::to_real(vm.eval_string("(host-g/d1 2 0)")) == doctest::Approx(5));
+  CHECK(vlad::to_real(vm.eval_string("(host-g/d0/d1 2 0)")) == doctest::Approx(4));
+  CHECK(vlad::to_string(vm.global("host-t")) == "#<procedure host-t>");
+  CHECK(error_of([&] { vm.eval_string("(host-t 1 2)"); }) == "host-t: expected a tuple of 3 reals, got (1 . 2)");
+  CHECK(error_of([&] { vm.eval_string("(host-h #t)"); }) == "host-h: expected a real, got #t");
+}
+
+TEST_CASE("api: host primitive derivatives (forward, reverse, nested) match finite differences") {
+  vlad::Interpreter vm;
+  vm.define_primitive("host-h", 1, vlad::HostFunction(h_f, {vlad::HostFunction(h_d, {h_dd})}));
+  vm.define_primitive("host-g", 2, g_host());
+  vm.define_primitive("host-t", 3, t_host());
+  vm.eval_string("(define (G v) (host-g (car v) (car (cdr v))))");
+  const double tol = 1e-6;
+  for (double x : {-1.3, 0.4, 2.2}) {
+    CAPTURE(x);
+    double d1 = fd_partial(h_f, {x}, 0), d2 = fd_second(h_f, {x}, 0, 0);
+    vlad::Value X(x);
+    vm.define("X", X);
+    CHECK(vlad::to_real(vm.eval_string("((derivative-F host-h) X)")) == doctest::Approx(d1).epsilon(tol));
+    CHECK(vlad::to_real(vm.eval_string("((gradient-R host-h) X)")) == doctest::Approx(d1).epsilon(tol));
+    CHECK(vlad::to_real(vm.eval_string("((gradient (gradient host-h)) X)")) == doctest::Approx(d2).epsilon(1e-5));
+    CHECK(vlad::to_real(vm.eval_string("((derivative (derivative host-h)) X)")) == doctest::Approx(d2).epsilon(1e-5));
+    CHECK(vlad::to_real(vm.eval_string("((derivative (gradient host-h)) X)")) == doctest::Approx(d2).epsilon(1e-5));
+    CHECK(vlad::to_real(vm.eval_string("((gradient (derivative host-h)) X)")) == doctest::Approx(d2).epsilon(1e-5));
+    // Through a closure, with fan-out.
+    CHECK(vlad::to_real(vm.eval_string("((gradient (lambda (y) (* (host-h y) (host-h y)))) X)")) ==
+          doctest::Approx(2 * h_f({x}) * d1).epsilon(tol));
+  }
+  std::vector<double> p{1.5, 0.7};
+  vlad::Value P(p);
+  vm.define("P", P);
+  std::vector<double> grad = vlad::to_vector(vm.eval_string("((gradient-R G) P)"));
+  std::vector<double> gradf = vlad::to_vector(vm.eval_string("((gradient-F G) P)"));
+  std::vector<double> pair = {vlad::to_real(vlad::car(vm.eval_string("((gradient host-g) 1.5 0.7)"))),
+                              vlad::to_real(vlad::cdr(vm.eval_string("((gradient host-g) 1.5 0.7)")))};
+  for (size_t i = 0; i < 2; i++) {
+    double want = fd_partial(g_f, p, i);
+    CHECK(grad[i] == doctest::Approx(want).epsilon(tol));
+    CHECK(gradf[i] == doctest::Approx(want).epsilon(tol));
+    CHECK(pair[i] == doctest::Approx(want).epsilon(tol));
+  }
+  std::vector<vlad::Value> rows = vlad::to_list(vm.eval_string("((hessian G) P)"));
+  REQUIRE(rows.size() == 2);
+  for (size_t i = 0; i < 2; i++) {
+    std::vector<double> row = vlad::to_vector(rows[i]);
+    for (size_t j = 0; j < 2; j++) CHECK(row[j] == doctest::Approx(fd_second(g_f, p, i, j)).epsilon(1e-5));
+  }
+  std::vector<double> hv = vm.hessian_vector_product(vm.global("G"), p, {1, 2});
+  CHECK(hv[0] == doctest::Approx(fd_second(g_f, p, 0, 0) + 2 * fd_second(g_f, p, 0, 1)).epsilon(1e-5));
+  CHECK(hv[1] == doctest::Approx(fd_second(g_f, p, 1, 0) + 2 * fd_second(g_f, p, 1, 1)).epsilon(1e-5));
+  // Three arguments, first order, both modes.
+  std::vector<double> q{0.5, -2, 1.25};
+  vlad::Value tf = vm.eval_string("(lambda (v) (host-t (car v) (car (cdr v)) (car (cdr (cdr v)))))");
+  std::vector<double> tr = vm.gradient(tf, q);
+  vm.define("tf", tf);
+  vm.define("Q", vlad::Value(q));
+  std::vector<double> tfw = vlad::to_vector(vm.eval_string("((gradient-F tf) Q)"));
+  for (size_t i = 0; i < 3; i++) {
+    CHECK(tr[i] == doctest::Approx(fd_partial(t_f, q, i)).epsilon(tol));
+    CHECK(tfw[i] == doctest::Approx(fd_partial(t_f, q, i)).epsilon(tol));
+  }
+}
+
+TEST_CASE("api: host primitives without derivatives, and host exceptions") {
+  vlad::Interpreter vm;
+  vm.define_primitive("plain", 1, vlad::HostFunction([](Args a) { return a[0] * 3; }));
+  vm.define_primitive("once", 1, vlad::HostFunction(h_f, {h_d}));  // first order only
+  vm.define_primitive("explode", 2, vlad::HostFunction([](Args) -> double { throw std::runtime_error("boom from host"); }));
+  CHECK(error_of([&] { vm.eval_string("((derivative plain) 1)"); }) ==
+        "plain: this host primitive was registered without derivatives");
+  CHECK(error_of([&] { vm.eval_string("((gradient plain) 1)"); }) ==
+        "plain: this host primitive was registered without derivatives");
+  CHECK(vlad::to_real(vm.eval_string("((gradient once) 1)")) == doctest::Approx(h_d({1})));
+  CHECK(error_of([&] { vm.eval_string("((gradient (gradient once)) 1)"); }) ==
+        "once/d0: this host primitive was registered without derivatives");
+  try {
+    vm.eval_string("(define (use x) (+ 1 (explode x 2)))\n(use 1)", "host.vlad");
+    FAIL("no error");
+  } catch (const vlad::Error& e) {
+    CHECK(std::string(e.what()) == "explode: boom from host");
+    CHECK(e.file == "host.vlad");
+    CHECK(e.line == 1);
+  }
+  CHECK(error_of([&] { vm.call(vm.global("explode"), 1, 2); }) == "explode: boom from host");
+  // Still usable.
+  CHECK(vlad::to_real(vm.eval_string("(plain 2)")) == 6);
+}
+
+TEST_CASE("api: define_primitive rejects misuse") {
+  vlad::Interpreter vm;
+  auto one = [](Args) { return 1.0; };
+  CHECK(error_of([&] { vm.define_primitive("two", 2, vlad::HostFunction(one, {one})); }) ==
+        "define_primitive two: expected 2 partial derivatives, got 1");
+  CHECK(error_of([&] { vm.define_primitive("sin", 1, vlad::HostFunction(one)); }) ==
+        "define_primitive sin: cannot replace a builtin primitive");
+  CHECK(error_of([&] { vm.define_primitive("a b", 1, vlad::HostFunction(one)); }) ==
+        "define_primitive a b: not a valid name");
+  CHECK(error_of([&] { vm.define_primitive("12", 1, vlad::HostFunction(one)); }) ==
+        "define_primitive 12: not a valid name");
+  CHECK(error_of([&] { vm.define_primitive("none", 0, vlad::HostFunction(one)); }) ==
+        "define_primitive none: the arity must be at least 1");
+  CHECK(error_of([&] { vm.define_primitive("empty", 1, vlad::HostFunction()); }) ==
+        "define_primitive empty: no function given");
+  // A host primitive may be replaced by another.
+  vm.define_primitive("twice", 1, vlad::HostFunction([](Args a) { return 2 * a[0]; }));
+  vm.define_primitive("twice", 1, vlad::HostFunction([](Args a) { return 2 * a[0] + 1; }));
+  CHECK(vlad::to_real(vm.eval_string("(twice 1)")) == 3);
+}

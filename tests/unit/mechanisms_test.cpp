@@ -1,0 +1,113 @@
+// mechanisms_test.cpp — unit tests of internal mechanisms: printing of reals, source positions
+// from the reader to error reports, and the laziness of zero and plus (SPEC §4, §6).
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "ad/ad.hpp"
+#include "eval/runner.hpp"
+
+using namespace vlad;
+
+namespace {
+
+// One interpreter for these tests, made on the evaluation stack as the CLI does.
+Interp& interp() {
+  static Interp* in = [] {
+    Interp* p = nullptr;
+    run_on_big_stack(nullptr, [&] { p = new Interp(); });
+    return p;
+  }();
+  return *in;
+}
+
+// Runs a program; returns the value of its last expression.
+Value run(const std::string& text, const char* file = "<test>") {
+  Value last;
+  run_on_big_stack(&interp(), [&] {
+    run_text(interp(), text, intern(file), RunOptions(), [&](Value v, Pos) { last = v; });
+  });
+  return last;
+}
+
+// Runs a program that must fail; returns the error.
+Error run_error(const std::string& text, const char* file) {
+  try {
+    run(text, file);
+  } catch (const Error& e) {
+    return e;
+  }
+  FAIL("no error raised by: " << text);
+  return Error("");
+}
+
+}  // namespace
+
+TEST_CASE("format_real: shortest form that reads back, integral values without a point") {
+  CHECK(format_real(3) == "3");
+  CHECK(format_real(-1) == "-1");
+  CHECK(format_real(256) == "256");
+  CHECK(format_real(0) == "0");
+  CHECK(format_real(0.5) == "0.5");
+  CHECK(format_real(1e-05) == "1e-05");
+  CHECK(format_real(INFINITY) == "+inf");
+  CHECK(format_real(-INFINITY) == "-inf");
+  CHECK(format_real(NAN) == "+nan");
+  CHECK(format_real(1.414213562373095) == "1.414213562373095");
+  CHECK(format_real(std::sqrt(2.0)) == "1.4142135623730951");  // 17 digits are needed to read it back
+  for (double d : {0.1, 1.0 / 3, 2.5e-300, 6.02214076e23, -123.456})
+    CHECK(std::strtod(format_real(d).c_str(), nullptr) == d);
+}
+
+TEST_CASE("reader: every syntax object carries file:line:col") {
+  gc_vector<TopForm> forms = read_program("(define x 1)\n\n  (f (g\n      x))  ; comment\n", intern("pos.vlad"));
+  REQUIRE(forms.size() == 2);
+  CHECK(forms[0].form->pos.line == 1);
+  CHECK(forms[0].form->pos.col == 1);
+  Sx* call = forms[1].form;
+  CHECK(std::string(call->pos.file) == "pos.vlad");
+  CHECK(call->pos.line == 3);
+  CHECK(call->pos.col == 3);
+  Sx* inner = call->cdr->car;  // (g x)
+  CHECK(inner->pos.line == 3);
+  CHECK(inner->pos.col == 6);
+  Sx* x = inner->cdr->car;
+  CHECK(x->pos.line == 4);
+  CHECK(x->pos.col == 7);
+}
+
+TEST_CASE("errors are located at file:line:col, with a call trace") {
+  Error unbound = run_error("(define a 1)\n\n  (+ a\n     undefined-thing)\n", "unbound.vlad");
+  CHECK(std::string(unbound.what()) == "unbound variable undefined-thing");
+  CHECK(unbound.located() == "unbound.vlad:4:6: error: unbound variable undefined-thing");
+
+  Error syntax = run_error("(define a 1)\n (+ 1 (2", "syntax.vlad");
+  CHECK(pos_string(syntax.pos) == "syntax.vlad:2:7");
+
+  Error prim = run_error("(define (g x) (+ 1 (car x)))\n(define (h y) (* 2 (g y)))\n(h 1)\n", "trace.vlad");
+  CHECK(prim.located() == "trace.vlad:1:20: error: car: expected a pair, got 1");
+  REQUIRE(prim.trace.size() >= 2);
+  CHECK(prim.trace[1].name == "g");
+  CHECK(pos_string(prim.trace[1].pos) == "trace.vlad:2:20");
+}
+
+TEST_CASE("zero of a big list is a lazy zero, made in O(1)") {
+  Value l = run("(iota 100000)");
+  REQUIRE(is_pair(l));
+  Value z = zero_of(l);
+  CHECK(is(z, Kind::Zero));
+  // Inspecting it materialises one level at a time.
+  Value m = materialize_zero(z);
+  REQUIRE(is_pair(m));
+  CHECK(strip_tags(car(m)).as_real() == 0);
+  // The same through the language.
+  CHECK(is(run("(zero (iota 100000))"), Kind::Zero));
+}
+
+TEST_CASE("plus with a lazy zero returns the other operand itself") {
+  Value l = run("(iota 1000)");
+  CHECK(plus(l, zero_of(l)) == l);
+  CHECK(plus(zero_of(l), l) == l);
+  Value r = run("(define l (iota 1000)) (plus l (zero l))");
+  CHECK(r == run("l"));
+}
