@@ -88,10 +88,10 @@ struct Frame {
 class Error : public std::runtime_error {
  public:
   // Builds an error (the implementation fills every field).
-  Error(const std::string& message, std::string file, int line, int col, std::vector<Frame> trace,
-        std::size_t frames_omitted, std::string located, std::string report)
-      : std::runtime_error(message), file(std::move(file)), line(line), col(col), trace(std::move(trace)),
-        frames_omitted(frames_omitted), located_(std::move(located)), report_(std::move(report)) {}
+  Error(const std::string& message_, std::string file_, int line_, int col_, std::vector<Frame> trace_,
+        std::size_t frames_omitted_, std::string located_text, std::string report_text)
+      : std::runtime_error(message_), file(std::move(file_)), line(line_), col(col_), trace(std::move(trace_)),
+        frames_omitted(frames_omitted_), located_(std::move(located_text)), report_(std::move(report_text)) {}
   // The message, without location (same as what()).
   std::string message() const { return what(); }
   // Where the error was raised: the file (or "<string>" for eval_string), "" if unknown.

@@ -249,7 +249,10 @@ Value bundle_raw(Value p, Value t) {
     if (!t.is_real()) nonconform("bundle", p, t);
     return make_bundle(p, t);
   }
-  if (!p.is_obj()) return p;
+  if (!p.is_obj()) {
+    if (t != p && !(p.is_bool() && t.is_bool())) nonconform("bundle", p, t);
+    return p;
+  }
   switch (kind_of(p)) {
     case Kind::Pair:
       if (!is_pair(t)) nonconform("bundle", p, t);

@@ -230,6 +230,10 @@ Value apply(Value f, Value arg, Pos call_pos) {
       return result;
     }
     if (is(f, Kind::Prim)) return apply_prim(static_cast<Prim*>(f.as_obj()), arg);
+    if (is(f, Kind::Zero)) {  // the zero of a procedure: materialise it and call that
+      f = materialize_zero(f);
+      continue;
+    }
     not_a_procedure(f, arg);
   }
 }

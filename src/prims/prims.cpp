@@ -198,15 +198,19 @@ Value call_host(Prim* p, const std::vector<double>& xs) {
 Value p_host1(Prim* p, Value v) {
   int n = p->host->arity;
   if (n == 1) return call_host(p, {real_arg(p, v)});
+  std::string expected = "a tuple of " + std::to_string(n) + " reals";
   std::vector<double> xs;
-  Value rest = v;
+  Value rest = forced(v);
   for (int i = 0; i < n; i++) {
-    rest = forced(rest);
-    Value x = i + 1 < n ? (is_pair(rest) ? car(rest) : Value::unbound()) : rest;
-    Value s = forced(x);
-    if (!s.is_real()) type_error(p, ("a tuple of " + std::to_string(n) + " reals").c_str(), v);
-    xs.push_back(s.as_real());
-    if (i + 1 < n) rest = cdr(rest);
+    Value x = rest;
+    if (i + 1 < n) {  // (x_i . rest)
+      if (!is_pair(rest)) type_error(p, expected.c_str(), v);
+      x = car(rest);
+      rest = forced(cdr(rest));
+    }
+    x = forced(x);
+    if (!x.is_real()) type_error(p, expected.c_str(), v);
+    xs.push_back(x.as_real());
   }
   return call_host(p, xs);
 }
