@@ -1,7 +1,7 @@
 # vlad — build, test, demo, bench, install. `make demo` and `make test` install dependencies first.
 CXX      ?= g++
 CXXFLAGS ?= -O2 -g
-CXXFLAGS += -std=c++17 -Wall -Wextra -DGC_THREADS -pthread
+override CXXFLAGS += -std=c++17 -Wall -Wextra -DGC_THREADS -pthread
 LDLIBS   = -lgc -ledit -pthread
 PREFIX   ?= /usr/local
 BUILD    ?= build

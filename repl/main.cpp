@@ -79,12 +79,14 @@ int repl(Interp& in) {
   using_history();
   if (!histfile.empty()) read_history(histfile.c_str());
   bool tty = isatty(0);
-  if (tty) std::cout << "vlad " << VLAD_VERSION << " — ,help for help, Ctrl-D to quit\n";
+  if (tty) std::cout << "vlad " << VLAD_VERSION << " — ,help for help, Ctrl-D to quit" << std::endl;
   int counter = 0;
   for (;;) {
     std::string text;
     const char* prompt = "vlad> ";
     for (;;) {
+      std::cout.flush();
+      std::cerr.flush();
       char* line = readline(tty ? prompt : "");
       if (!line) {
         if (text.empty()) {

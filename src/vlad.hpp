@@ -3,7 +3,7 @@
 //
 //   vlad::Interpreter vm;
 //   vm.eval_string("(define (f x y) (* x (sin y)))");
-//   vlad::Value g = vm.eval_string("((gradient f) 2 3)");     // (0.1411200080598672 . -1.97998499866344)
+//   vlad::Value g = vm.eval_string("((gradient f) 2 3)");     // (0.1411200080598672 . -1.9799849932008908)
 //   double dx = vlad::to_real(vlad::car(g));
 //   double y = vlad::to_real(vm.call(vm.global("f"), 2.0, 3.0));
 //
@@ -202,7 +202,9 @@ class Interpreter {
   Interpreter();
   // Destroys the interpreter. Values it produced may still be inspected and destroyed.
   ~Interpreter();
+  // Not copyable (an interpreter owns its state); hold it by pointer to share or move it.
   Interpreter(const Interpreter&) = delete;
+  // Not assignable, for the same reason.
   Interpreter& operator=(const Interpreter&) = delete;
 
   // Runs every form of a program text, as `vlad FILE` would but without printing top-level values

@@ -71,6 +71,10 @@ bool is_atom(Value v) {
   return v.is_nil() || v.is_bool() || is(v, Kind::String);
 }
 
+bool inert(Value v) {
+  return is_atom(v) || is(v, Kind::Prim) || (is(v, Kind::Closure) && static_cast<Closure*>(v.as_obj())->aux == 0);
+}
+
 // The lambda a closure had before `n` reverse transforms, or null when one of them was the
 // reverse version of a primitive (whose untransformed form is that primitive).
 Lambda* strip_lambda(Lambda* lam, int n, Prim** prim) {
@@ -209,8 +213,10 @@ Value plus(Value a, Value b) {
       case Kind::Zero: break;
     }
   }
-  // Values without a real inside ((), booleans, strings, primitives) are their own zero.
-  if ((is_atom(a) || is(a, Kind::Prim)) && (is_atom(b) || is(b, Kind::Prim))) return a;
+  // Values without a real inside ((), booleans, strings, primitives, closures with an empty
+  // environment — e.g. a primitive's reverse version) are their own zero, and their
+  // sensitivities carry nothing: any two of them add to either.
+  if (inert(a) && inert(b)) return a.is_nil() ? b : a;
   throw Error("plus: values do not conform: " + write_string(a) + " and " + write_string(b));
 }
 

@@ -3,6 +3,8 @@
 // closure and global seen through j*, calls calling the transformed callee.
 // Reverse (*j): paper §4 — the forward phase φ of each binding, then a backpropagator lambda
 // that runs ρ of each binding in reverse order, accumulating sensitivities with ⊕.
+#include <algorithm>
+#include <set>
 #include <unordered_map>
 
 #include "../eval/interp.hpp"
@@ -138,72 +140,31 @@ Lambda* start_transform(Lambda* lam, char t, VarMap& m) {
 
 // ---- reverse ----
 
-// Copies a body under fresh names (variables bound outside it keep theirs).
-Body* rename_body(Body* src, VarMap& m) {
-  Body* out = new_body();
-  auto ren = [&](Var* v) {
-    auto it = m.find(v);
-    return it == m.end() ? v : it->second;
-  };
-  for (const Binding& b : src->binds) {
-    Binding n = b;
-    n.x = new_var(b.x->name);
-    if (b.a) n.a = ren(b.a);
-    if (b.b) n.b = ren(b.b);
-    n.cache_in = n.cache_out = Value::unbound();
-    if (b.op == Op::Lambda) {
-      size_t k = b.lam->free.size();
-      n.caps = static_cast<Var**>(gc_alloc(sizeof(Var*) * (k ? k : 1)));
-      for (size_t i = 0; i < k; i++) n.caps[i] = ren(b.caps ? b.caps[i] : b.lam->free[i]);
+// The variables a branch of an `if` refers to but does not bind, in id order.
+void branch_refs(Body* b, std::set<Var*>& refs, std::set<Var*>& bound) {
+  for (const Binding& bd : b->binds) {
+    bound.insert(bd.x);
+    if (bd.a) refs.insert(bd.a);
+    if (bd.b) refs.insert(bd.b);
+    if (bd.op == Op::If) {
+      branch_refs(bd.then_, refs, bound);
+      branch_refs(bd.else_, refs, bound);
+    } else if (bd.op == Op::Lambda) {
+      for (size_t k = 0; k < bd.lam->free.size(); k++) refs.insert(bd.caps ? bd.caps[k] : bd.lam->free[k]);
     }
-    if (b.op == Op::If) {
-      n.then_ = rename_body(b.then_, m);
-      n.else_ = rename_body(b.else_, m);
-    }
-    m[b.x] = n.x;
-    out->binds.push_back(n);
   }
-  out->result = ren(src->result);
-  return out;
+  refs.insert(b->result);
 }
 
-Lambda* thunk_of_body(Body* b, Pos pos) {
-  Lambda* t = new_lambda();
-  t->param = new_var("_");
-  t->pos = pos;
-  t->name = "if-branch";
-  VarMap m;
-  t->body = rename_body(b, m);
-  compute_free_variables(t);
-  return t;
-}
-
-// Replaces each `x = if c then B1 else B2` by the paper's encoding
-// `x = ((if-procedure c (lambda () B1) (lambda () B2)))`, so that ρ sees only calls.
-Body* desugar_ifs(Body* src) {
-  bool any = false;
-  for (const Binding& b : src->binds) any |= b.op == Op::If;
-  if (!any) return src;
-  Body* out = new_body();
-  Emitter e{out, Pos()};
-  for (const Binding& b : src->binds) {
-    if (b.op != Op::If) {
-      out->binds.push_back(b);
-      continue;
-    }
-    e.pos = b.pos;
-    Var* t1 = e.lambda(thunk_of_body(b.then_, b.pos), nullptr);
-    Var* t2 = e.lambda(thunk_of_body(b.else_, b.pos), nullptr);
-    Var* branches = e.cons(t1, t2);
-    Var* arg = e.cons(b.a, branches);
-    Var* chosen = e.prim_app(current->p_if, arg);
-    Var* nil = e.constant(Value::nil());
-    Binding& call = e.emit(Op::App, "if");
-    call.a = chosen;
-    call.b = nil;
-    call.x = b.x;  // keeps the name the rest of the body uses
-  }
-  out->result = src->result;
+std::vector<Var*> if_free_vars(const Binding& b) {
+  std::set<Var*> refs, bound;
+  refs.insert(b.a);
+  branch_refs(b.then_, refs, bound);
+  branch_refs(b.else_, refs, bound);
+  std::vector<Var*> out;
+  for (Var* v : refs)
+    if (!bound.count(v)) out.push_back(v);
+  std::sort(out.begin(), out.end(), [](Var* x, Var* y) { return x->id < y->id; });
   return out;
 }
 
@@ -214,6 +175,14 @@ struct Reverse {
   std::unordered_map<Var*, Var*> tilde;  // App binding x -> its backpropagator (paper: x̃)
   std::unordered_map<Var*, Var*> sens;   // x -> current x̄ (absent: still zero)
   Emitter bp{nullptr, Pos()};
+  // An `if` binding's forward phase yields its value and the backpropagator of the branch taken,
+  // which maps x̄ to the list of sensitivities of the variables the `if` refers to.
+  struct IfInfo {
+    Var* bp;
+    std::vector<Var*> vars;
+  };
+  std::unordered_map<Var*, IfInfo> ifs;
+  std::vector<Var*> all_bps;
 
   // x̄ ⊕= e, with the zero start known statically (paper §4: ρ accumulates with ⊕).
   void acc(Var* x, Var* e) {
@@ -248,6 +217,7 @@ struct Reverse {
         Var* p = out.app(lookup(fw, b.a), lookup(fw, b.b));
         x = out.proj(Op::Car, p);
         tilde[b.x] = out.proj(Op::Cdr, p);
+        all_bps.push_back(tilde[b.x]);
         break;
       }
       case Op::Lambda: {  // φ{x_i = λ x e} ≡ x⃖_i = ←(λ x e)
@@ -267,9 +237,66 @@ struct Reverse {
         break;
       }
       case Op::EnvRef: x = out.env_ref(lookup(fw, b.a), b.index, reverse_transform(b.lam)); break;
-      case Op::If: throw Error("internal error: if survived desugaring");
+      case Op::If: {
+        // The paper encodes `if` as a call of if-procedure on two thunks; transforming the
+        // branches in place computes the same values without building the thunks.
+        std::vector<Var*> vars = if_free_vars(b);
+        Body* t = phi_branch(b.then_, vars, b.pos);
+        Body* e = phi_branch(b.else_, vars, b.pos);
+        Binding& n = out.emit(Op::If, "if");
+        n.a = lookup(fw, b.a);
+        n.then_ = t;
+        n.else_ = e;
+        Var* pr = n.x;
+        x = out.proj(Op::Car, pr, "(cons value backpropagator)");
+        Var* bpv = out.proj(Op::Cdr, pr, "(cons value backpropagator)");
+        ifs[b.x] = IfInfo{bpv, vars};
+        all_bps.push_back(bpv);
+        break;
+      }
     }
     fw[b.x] = x;
+  }
+
+  // Computes a backpropagator's free variables, backpropagators first, the latest first.
+  // Backpropagators chain (a loop of n steps makes a chain of n), and the collector marks an
+  // object's fields from the last to the first, so with the chain at env[0] its mark stack stays
+  // shallow instead of growing with n.
+  void finish_backprop(Lambda* B) {
+    compute_free_variables(B);
+    std::set<Var*> is_bp(all_bps.begin(), all_bps.end());
+    std::stable_sort(B->free.begin(), B->free.end(), [&](Var* a, Var* b) {
+      bool ba = is_bp.count(a), bb = is_bp.count(b);
+      if (ba != bb) return ba;
+      return ba ? a->id > b->id : a->id < b->id;
+    });
+  }
+
+  // φ of a branch, ending in (cons x⃖ backpropagator), the backpropagator running ρ of the branch.
+  Body* phi_branch(Body* branch, const std::vector<Var*>& vars, Pos pos) {
+    Body* nb = new_body();
+    Emitter be{nb, pos};
+    for (const Binding& bd : branch->binds) phi(bd, be);
+    Lambda* B = new_lambda();
+    B->name = "backpropagator of if";
+    B->pos = pos;
+    B->param = new_var("ybar");
+    B->body = new_body();
+    auto saved_sens = std::move(sens);
+    Emitter saved_bp = bp;
+    sens.clear();
+    bp = Emitter{B->body, pos};
+    sens[branch->result] = B->param;
+    for (size_t i = branch->binds.size(); i-- > 0;) rho(branch->binds[i]);
+    Var* list = bp.constant(Value::nil());
+    for (size_t k = vars.size(); k-- > 0;) list = bp.cons(sens_or_zero(vars[k]), list);
+    B->body->result = list;
+    sens = std::move(saved_sens);
+    bp = saved_bp;
+    finish_backprop(B);
+    Var* bpv = be.lambda(B, nullptr);
+    nb->result = be.cons(lookup(fw, branch->result), bpv);
+    return nb;
   }
 
   void rho(const Binding& b) {
@@ -320,12 +347,20 @@ struct Reverse {
         acc(b.a, bp.lambda(b.lam, caps));
         return;
       }
-      case Op::If: return;
+      case Op::If: {
+        const IfInfo& info = ifs.at(b.x);
+        Var* cur = bp.app(info.bp, xb);
+        for (Var* v : info.vars) {
+          acc(v, bp.proj(Op::Car, cur, "(list sensitivity ...)"));
+          cur = bp.proj(Op::Cdr, cur, "(list sensitivity ...)");
+        }
+        return;
+      }
     }
   }
 
   void run() {
-    Body* body = desugar_ifs(L->body);
+    Body* body = L->body;
     RL->body = new_body();
     Emitter out{RL->body, L->pos};
     for (const Binding& b : body->binds) phi(b, out);
@@ -344,7 +379,7 @@ struct Reverse {
     Var* fbar = bp.lambda(L, caps);
     Var* xbar = sens_or_zero(L->param);
     B->body->result = bp.prim_app(current->p_sensitize, bp.cons(fbar, xbar));
-    compute_free_variables(B);
+    finish_backprop(B);
     Var* bpv = out.lambda(B, nullptr);
     RL->body->result = out.cons(lookup(fw, body->result), bpv);
   }

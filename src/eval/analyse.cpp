@@ -76,7 +76,7 @@ void compute_free_variables(Lambda* lam) {
 namespace {
 
 struct Compiler {
-  Lambda* lam;
+  Lambda* lam = nullptr;
   int nslots = 0;
   std::unordered_map<Var*, int> free_index;
   std::unordered_map<Var*, int> uses;
@@ -108,20 +108,74 @@ struct Compiler {
     uses[b->result]++;
   }
 
+  // Frame slots are reused once a variable is dead (A-normal code has many short-lived
+  // temporaries): positions number the bindings in execution order, branches depth first; a
+  // slot is freed after its variable's last read. A branch's variables never outlive it, and a
+  // variable last read in one branch is dead in the other, so one free list serves both.
+  std::unordered_map<Var*, int> last_read;
+  std::vector<int> free_slots;
+  int position = 0;
+
+  void note_read(Var* v) { last_read[v] = position; }
+
+  void number_reads(Body* b) {
+    for (Binding& bd : b->binds) {
+      ++position;
+      if (bd.a) note_read(bd.a);
+      if (bd.b) note_read(bd.b);
+      if (bd.op == Op::Lambda)
+        for (size_t k = 0; k < bd.lam->free.size(); k++) note_read(bd.caps ? bd.caps[k] : bd.lam->free[k]);
+      if (bd.op == Op::If) {
+        number_reads(bd.then_);
+        number_reads(bd.else_);
+      }
+    }
+    ++position;
+    note_read(b->result);
+  }
+
+  int take_slot() {
+    if (free_slots.empty()) return nslots++;
+    int s = free_slots.back();
+    free_slots.pop_back();
+    return s;
+  }
+
+  void release_dead(Var* v) {
+    if (v && v->owner == lam) {
+      auto it = last_read.find(v);
+      if (it != last_read.end() && it->second == position) {
+        free_slots.push_back(v->slot);
+        last_read.erase(it);  // free once, even when read twice at one position
+      }
+    }
+  }
+
   void assign_slots(Body* b) {
     for (Binding& bd : b->binds) {
-      bind(bd.x);
+      ++position;
+      release_dead(bd.a);
+      if (bd.b != bd.a) release_dead(bd.b);
+      if (bd.op == Op::Lambda)
+        for (size_t k = 0; k < bd.lam->free.size(); k++) release_dead(bd.caps ? bd.caps[k] : bd.lam->free[k]);
+      bd.x->owner = lam;
+      bd.x->slot = take_slot();
+      if (!last_read.count(bd.x)) {  // never read: its slot is free at once
+        free_slots.push_back(bd.x->slot);
+      }
       if (bd.op == Op::If) {
         assign_slots(bd.then_);
         assign_slots(bd.else_);
       }
     }
+    ++position;
+    release_dead(b->result);
   }
 
   Code* body(Body* b, bool tail) {
     Code* c = static_cast<Code*>(gc_alloc(sizeof(Code)));
     new (c) Code();
-    std::vector<Instr> ins;
+    gc_vector<Instr> ins;  // scanned: it alone holds the caps arrays and branch code until copied
     size_t n = b->binds.size();
     for (size_t i = 0; i < n; i++) {
       Binding& bd = b->binds[i];
@@ -175,9 +229,12 @@ struct Compiler {
 void compile(Lambda* lam) {
   if (lam->code) return;
   if (!lam->free_done) compute_free_variables(lam);
-  Compiler c{lam, 0, {}, {}};
+  Compiler c;
+  c.lam = lam;
   for (size_t i = 0; i < lam->free.size(); i++) c.free_index[lam->free[i]] = (int)i;
   c.bind(lam->param);
+  c.number_reads(lam->body);
+  c.position = 0;
   c.assign_slots(lam->body);
   c.count_uses(lam->body);
   Code* code = c.body(lam->body, true);

@@ -69,6 +69,7 @@ const char* callee_name(Value f) {
 struct Exec {
   Value* fr;
   Value* env;
+  Pos tail_pos;  // the call site of the tail call run() returned
 
   Value get(int r) const { return r >= 0 ? fr[r] : env[-r - 1]; }
 
@@ -113,6 +114,7 @@ struct Exec {
           if (ip->tail) {
             f = fv;
             arg = av;
+            tail_pos = ip->src->pos;
             return true;
           }
           try {
@@ -208,6 +210,8 @@ Value apply(Value f, Value arg, Pos call_pos) {
   } guard{in};
   Value* frame = nullptr;
   int cap = 0;
+  Pos tail_pos;  // set once `f` was reached by a tail call from the frame this loop replaced
+  try {
   for (;;) {
     if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
     if (is(f, Kind::Closure)) {
@@ -224,9 +228,12 @@ Value apply(Value f, Value arg, Pos call_pos) {
         frame = static_cast<Value*>(alloca(sizeof(Value) * cap));
       }
       frame[0] = arg;
-      Exec ex{frame, cl->env};
+      Exec ex{frame, cl->env, Pos()};
       Value result;
-      if (ex.run(code, f, arg, result)) continue;
+      if (ex.run(code, f, arg, result)) {
+        tail_pos = ex.tail_pos;
+        continue;
+      }
       return result;
     }
     if (is(f, Kind::Prim)) return apply_prim(static_cast<Prim*>(f.as_obj()), arg);
@@ -235,6 +242,15 @@ Value apply(Value f, Value arg, Pos call_pos) {
       continue;
     }
     not_a_procedure(f, arg);
+  }
+  } catch (Error& e) {
+    // Tail calls left no frame behind: report the call that replaced this one.
+    if (tail_pos.file) {
+      if (!e.pos.file) e.pos = tail_pos;
+      if (e.trace.size() < 20) e.trace.push_back(TraceEntry{callee_name(f), tail_pos});
+      else e.trace_dropped++;
+    }
+    throw;
   }
 }
 

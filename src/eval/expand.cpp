@@ -522,6 +522,7 @@ gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const st
   if (form->type == Sx::Pair && sx_is_sym(form->car, k.begin)) {
     for (Sx* f : list_items(form->cdr, "begin")) {
       auto sub = expand_toplevel(in, f, prelude, dir);
+      for (TopLevel& t : out) t.print = false;  // only the last value of a begin is printed
       out.insert(out.end(), sub.begin(), sub.end());
     }
     return out;

@@ -118,7 +118,7 @@ void run_text(Interp& in, const std::string& text, const char* file, const RunOp
           if (!l->name) l->name = t.cell->name;
         }
         t.cell->value = v;
-      } else {
+      } else if (t.print) {
         on_value(v, t.pos);
       }
     }

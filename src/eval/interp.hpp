@@ -47,6 +47,7 @@ struct TopLevel {
   Cell* cell = nullptr;  // non-null for (define ...)
   Lambda* thunk = nullptr;
   Pos pos;
+  bool print = true;  // false for all but the last expression of a top-level begin
 };
 // Expands one top-level form (includes are spliced by the caller). `prelude` selects the
 // prelude's namespace.

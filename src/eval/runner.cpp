@@ -161,7 +161,7 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
     }
     bool is_define = f.form->type == Sx::Pair &&
                      (sx_is_sym(f.form->car, intern("define")) || sx_is_sym(f.form->car, intern("include")));
-    std::vector<Value> values;
+    gc_vector<Value> values;
     try {
       RunOptions opt;
       opt.dir = dir;
@@ -169,7 +169,7 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
       std::string one;  // not used: we run the form directly
       const char* include = intern("include");
       if (f.form->type == Sx::Pair && sx_is_sym(f.form->car, include)) {
-        std::string src = "(include " + sx_to_string(f.form->cdr->car) + ")";
+        std::string src = sx_to_string(f.form);
         run_text(in, src, file, opt, [&](Value v, Pos) { values.push_back(v); });
       } else {
         for (const TopLevel& t : expand_toplevel(in, f.form, false, dir)) {

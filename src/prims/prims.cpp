@@ -291,6 +291,13 @@ std::string rev_tagpred(const std::string& op) {
 std::string fwd_linear(const std::string& op) {
   return "(lambda (v) (bundle (" + op + " (primal v)) (perturb (" + op + " (unperturb (tangent v))))))";
 }
+// For the operations that commute with *j (J(op x) = op (J x): zero, plus, *j, *j-inverse and
+// the lazy zero), the value is computed on the reverse values directly: no J⁻¹ of the argument,
+// which would walk it (paper end of §4: these primitives must not traverse their input).
+std::string rev_commuting(const std::string& op, const std::string& transpose) {
+  return "(lambda (xr) (cons (" + op + " xr) (lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() " +
+         transpose + "))))))";
+}
 std::string rev_linear(const std::string& op, const std::string& transpose) {
   return "(lambda (xr) (let ((x (*j-inverse xr))) (cons (*j (" + op +
          " x)) (lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() " + transpose + ")))))))";
@@ -377,9 +384,9 @@ std::vector<Row> table() {
                "(lambda (xr) (cons (*j (read-real '())) (lambda (ys) (sensitize (cons '() (%rzero xr))))))"});
   t.push_back({"error", 1, PrimClass::Structural, p_error, nullptr, "", ""});
   // AD primitives.
-  t.push_back({"zero", 1, PrimClass::AD, p_zero, nullptr, fwd_linear("zero"), rev_linear("zero", "(%rzero xr)")});
-  t.push_back({"%rzero", 1, PrimClass::AD, p_rzero, nullptr, fwd_linear("%rzero"), rev_linear("%rzero", "(%rzero xr)")});
-  t.push_back({"plus", 2, PrimClass::AD, nullptr, p_plus, fwd_linear("plus"), rev_linear("plus", "(cons y y)")});
+  t.push_back({"zero", 1, PrimClass::AD, p_zero, nullptr, fwd_linear("zero"), rev_commuting("zero", "(%rzero xr)")});
+  t.push_back({"%rzero", 1, PrimClass::AD, p_rzero, nullptr, fwd_linear("%rzero"), rev_commuting("%rzero", "(%rzero xr)")});
+  t.push_back({"plus", 2, PrimClass::AD, nullptr, p_plus, fwd_linear("plus"), rev_commuting("plus", "(cons y y)")});
   t.push_back({"perturb", 1, PrimClass::AD, p_perturb, nullptr, fwd_linear("perturb"), rev_linear("perturb", "(unperturb y)")});
   t.push_back({"unperturb", 1, PrimClass::AD, p_unperturb, nullptr, fwd_linear("unperturb"),
                rev_linear("unperturb", "(perturb y)")});
@@ -393,9 +400,9 @@ std::vector<Row> table() {
                rev_linear("sensitize", "(unsensitize y)")});
   t.push_back({"unsensitize", 1, PrimClass::AD, p_unsensitize, nullptr, fwd_linear("unsensitize"),
                rev_linear("unsensitize", "(sensitize y)")});
-  t.push_back({"*j", 1, PrimClass::AD, p_star_j, nullptr, fwd_linear("*j"), rev_linear("*j", "(*j-inverse y)")});
+  t.push_back({"*j", 1, PrimClass::AD, p_star_j, nullptr, fwd_linear("*j"), rev_commuting("*j", "(*j-inverse y)")});
   t.push_back({"*j-inverse", 1, PrimClass::AD, p_star_j_inverse, nullptr, fwd_linear("*j-inverse"),
-               rev_linear("*j-inverse", "(*j y)")});
+               rev_commuting("*j-inverse", "(*j y)")});
   return t;
 }
 

@@ -76,8 +76,10 @@ struct Pos {
 };
 
 // Run-time pairs carry no position: source positions live on the reader's syntax objects.
+// cdr comes first: the collector pushes an object's fields in address order and pops the last
+// first, so a long list is marked with a shallow mark stack (car, then on down the cdr).
 struct Pair : Obj {
-  Value car, cdr;
+  Value cdr, car;
 };
 
 struct String : Obj {

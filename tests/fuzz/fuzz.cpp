@@ -11,7 +11,8 @@
 //
 //   build/fuzz [--seed S] ITERATIONS FILE...    fuzz (default seed 1)
 //   build/fuzz --replay FILE                     run one input the same way (for minimising)
-// With FUZZ_VERBOSE set in the environment, each iteration's outcome is printed.
+// With FUZZ_VERBOSE set in the environment, each iteration's outcome is printed; with FUZZ_GDB
+// set, a hang or a crash prints the threads' backtraces (gdb).
 //
 // Before each run the input is written to $TMPDIR/vlad-fuzz-last.vlad (or /tmp/...), so after a
 // crash it is there; a crash signal also prints the iteration. Exit status: 0 when nothing
@@ -20,6 +21,7 @@
 #include <signal.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -52,6 +54,7 @@ constexpr long kDepthLimit = 100000;
 std::string last_path;
 char last_path_c[4096];
 volatile long current_iteration = -1;
+bool gdb_on_failure = false;
 
 // ---- watchdog ----
 std::mutex mu;
@@ -74,6 +77,11 @@ void watchdog() {
               (long)current_iteration, (long long)std::chrono::duration_cast<std::chrono::seconds>(kHardLimit).count(),
               last_path.c_str());
       fflush(stderr);
+      if (gdb_on_failure) {  // show where it is stuck
+        std::string cmd = "gdb -p " + std::to_string(getpid()) + " -batch -ex 'thread apply all bt 40' 1>&2";
+        int rc = system(cmd.c_str());
+        (void)rc;
+      }
       _exit(3);
     }
   }
@@ -99,6 +107,17 @@ void on_crash(int sig) {
   int n = snprintf(buf, sizeof buf, "\nCRASH: signal %d (%s) at iteration %ld; input in %s\n", sig,
                    strsignal(sig), (long)current_iteration, last_path_c);
   if (n > 0) { ssize_t r = write(2, buf, (size_t)n); (void)r; }
+  if (gdb_on_failure) {  // show where it crashed
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    pid_t child = fork();
+    if (child == 0) {
+      dup2(2, 1);
+      execlp("gdb", "gdb", "-p", pid, "-batch", "-ex", "thread apply all bt 40", (char*)nullptr);
+      _exit(127);
+    }
+    if (child > 0) waitpid(child, nullptr, 0);
+  }
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -370,6 +389,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: fuzz [--seed S] ITERATIONS FILE...\n       fuzz --replay FILE\n");
     return 2;
   }
+  gdb_on_failure = getenv("FUZZ_GDB") != nullptr;
   const char* tmpdir = getenv("TMPDIR");
   last_path = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/vlad-fuzz-last.vlad";
   snprintf(last_path_c, sizeof last_path_c, "%s", last_path.c_str());

@@ -112,7 +112,7 @@ TEST_CASE("api: call with one argument, several (a tuple), or none") {
   CHECK(vlad::to_real(vm.call(vm.global("k"))) == 5);
   // A binary primitive takes a pair.
   CHECK(vlad::to_real(vm.call(vm.global("+"), 3, 4)) == 7);
-  CHECK(vlad::to_real(vm.call(vm.global("length"), vlad::list(1, 2, 3))) == 3);
+  CHECK(vlad::to_real(vm.call(vm.global("length"), vm.list(1, 2, 3))) == 3);
   CHECK(error_of([&] { vm.call(vlad::Value(3.0), 1.0); }).find("not a procedure") != std::string::npos);
 }
 
