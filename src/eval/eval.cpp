@@ -3,6 +3,9 @@
 // which the interpreter runs on a large dedicated thread stack, under a depth limit.
 #include <alloca.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "../ad/ad.hpp"
 #include "code.hpp"
 #include "interp.hpp"
@@ -11,6 +14,25 @@ namespace vlad {
 
 thread_local Interp* current = nullptr;
 thread_local char* stack_limit = nullptr;
+thread_local long eval_depth = 0;
+
+// The active calls, one record per depth: what was called and from where. Errors unwind the
+// C++ stack without stopping in each frame; the trace is read from here afterwards (a frame
+// replaced by a tail call is overwritten, as in Lua).
+struct CallRecord {
+  uint64_t f;
+  Pos pos;
+};
+static thread_local CallRecord* call_records = nullptr;
+static thread_local long call_capacity = 0;
+
+static void grow_call_records(long need) {
+  long cap = call_capacity ? call_capacity : 1024;
+  while (cap <= need) cap *= 2;
+  call_records = static_cast<CallRecord*>(realloc(call_records, sizeof(CallRecord) * cap));
+  if (!call_records) throw Error("out of memory");
+  call_capacity = cap;
+}
 
 Value closure_of(Lambda* lam, const Value* env) {
   size_t n = lam->free.size();
@@ -58,12 +80,6 @@ const char* callee_name(Value f) {
   }
   if (is(f, Kind::Prim)) return static_cast<Prim*>(f.as_obj())->name;
   return "?";
-}
-
-[[noreturn]] __attribute__((noinline, cold)) void add_trace_and_rethrow(Error& e, Value f, Pos pos) {
-  if (e.trace.size() < 20) e.trace.push_back(TraceEntry{callee_name(f), pos});
-  else e.trace_dropped++;
-  throw;
 }
 
 struct Exec {
@@ -117,12 +133,7 @@ struct Exec {
             tail_pos = ip->src->pos;
             return true;
           }
-          try {
-            fr[ip->x] = apply(fv, av, ip->src->pos);
-          } catch (Error& e) {
-            if (!e.pos.file) e.pos = ip->src->pos;
-            add_trace_and_rethrow(e, fv, ip->src->pos);
-          }
+          fr[ip->x] = apply(fv, av, ip->src->pos);
           break;
         }
         case Op::Lambda: {
@@ -183,7 +194,7 @@ struct Exec {
 };
 
 [[noreturn]] __attribute__((noinline, cold)) void depth_error(Interp* in) {
-  in->depth--;
+  eval_depth--;
   throw Error("recursion depth limit exceeded (" + std::to_string(in->depth_limit) +
               " nested calls); raise it with --depth-limit");
 }
@@ -200,18 +211,19 @@ struct Exec {
 }  // namespace
 
 Value apply(Value f, Value arg, Pos call_pos) {
-  (void)call_pos;
   Interp* in = current;
   char here;
-  if (++in->depth > in->depth_limit || &here < stack_limit) depth_error(in);
+  long depth = ++eval_depth;
+  if (depth > in->depth_limit || &here < stack_limit) depth_error(in);
   struct DepthGuard {
-    Interp* in;
-    ~DepthGuard() { in->depth--; }
-  } guard{in};
+    ~DepthGuard() { eval_depth--; }
+  } guard;
+  if (depth >= call_capacity) grow_call_records(depth);
+  CallRecord* rec = &call_records[depth];
+  rec->f = f.bits;
+  rec->pos = call_pos;
   Value* frame = nullptr;
   int cap = 0;
-  Pos tail_pos;  // set once `f` was reached by a tail call from the frame this loop replaced
-  try {
   for (;;) {
     if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
     if (is(f, Kind::Closure)) {
@@ -231,7 +243,9 @@ Value apply(Value f, Value arg, Pos call_pos) {
       Exec ex{frame, cl->env, Pos()};
       Value result;
       if (ex.run(code, f, arg, result)) {
-        tail_pos = ex.tail_pos;
+        rec = &call_records[depth];  // the records may have moved while the body ran
+        rec->f = f.bits;
+        rec->pos = ex.tail_pos;
         continue;
       }
       return result;
@@ -243,21 +257,31 @@ Value apply(Value f, Value arg, Pos call_pos) {
     }
     not_a_procedure(f, arg);
   }
-  } catch (Error& e) {
-    // Tail calls left no frame behind: report the call that replaced this one.
-    if (tail_pos.file) {
-      if (!e.pos.file) e.pos = tail_pos;
-      if (e.trace.size() < 20) e.trace.push_back(TraceEntry{callee_name(f), tail_pos});
-      else e.trace_dropped++;
+}
+
+void attach_trace(Error& e) {
+  if (e.traced) return;
+  e.traced = true;
+  long d = std::min(e.depth, call_capacity - 1);
+  if (d >= 1 && !e.pos.file) {
+    // the innermost call with a known call site
+    for (long k = d; k >= 1 && !e.pos.file; k--) e.pos = call_records[k].pos;
+  }
+  for (long k = d; k >= 1; k--) {
+    if (e.trace.size() >= 20) {
+      e.trace_dropped = k;
+      break;
     }
-    throw;
+    const CallRecord& r = call_records[k];
+    if (!r.pos.file) continue;  // the top-level form itself
+    e.trace.push_back(TraceEntry{callee_name(Value(r.f, 0)), r.pos});
   }
 }
 
 Value run_toplevel(Interp& in, const TopLevel& t) {
   (void)in;
   compile(t.thunk);
-  return apply(closure_of(t.thunk, nullptr), Value::nil(), t.pos);
+  return apply(closure_of(t.thunk, nullptr), Value::nil(), Pos());
 }
 
 }  // namespace vlad

@@ -21,8 +21,7 @@ struct Interp {
   std::vector<Prim*> prims;
   std::unordered_map<const char*, Prim*> prim_by_name;
   std::vector<uint64_t> meter;  // per prim id
-  long depth = 0;
-  long depth_limit = 1000000 * 4;
+  long depth_limit = 2000000;  // nested non-tail calls; 10^6 must fit with room to spare
   std::atomic<bool> interrupt{false};
   std::vector<std::string> include_dirs;
   std::set<std::string> included;
@@ -55,6 +54,9 @@ gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const st
 
 // ---- evaluation (eval.cpp) ----
 Value apply(Value f, Value arg, Pos call_pos = Pos());
+// Fills an error's location (when missing) and call trace from this thread's call records.
+// Call where the error is caught, before evaluating anything else.
+void attach_trace(Error& e);
 Value run_toplevel(Interp& in, const TopLevel& t);
 void compile(Lambda* lam);
 Value closure_of(Lambda* lam, const Value* env);

@@ -34,6 +34,9 @@ void* thread_main(void* arg) {
   current = job->in;
   try {
     (*job->fn)();
+  } catch (Error& e) {
+    attach_trace(e);
+    job->error = std::current_exception();
   } catch (...) {
     job->error = std::current_exception();
   }
@@ -185,7 +188,8 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
           }
         }
       }
-    } catch (const Error& e) {
+    } catch (Error& e) {
+      attach_trace(e);
       if (expect_error && std::string(e.what()).find(want_text) != std::string::npos) {
         res.passed++;
       } else {

@@ -12,11 +12,17 @@ struct TraceEntry {
   Pos pos;
 };
 
+// The depth of nested calls on this thread's evaluation (eval.cpp): an Error remembers where
+// it was raised, and the call trace is read from the call records down from there.
+extern thread_local long eval_depth;
+
 struct Error : std::runtime_error {
   Pos pos;
   std::vector<TraceEntry> trace;
   size_t trace_dropped = 0;
-  Error(const std::string& msg, Pos p = Pos()) : std::runtime_error(msg), pos(p) {}
+  long depth = 0;            // eval_depth when raised
+  bool traced = false;       // trace already attached
+  Error(const std::string& msg, Pos p = Pos()) : std::runtime_error(msg), pos(p), depth(eval_depth) {}
   // "file:line:col: error: message"
   std::string located() const;
   // located() plus the "  in NAME at file:line:col" lines.
