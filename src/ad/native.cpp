@@ -93,19 +93,6 @@ inline bool plain_reverse(Value v, double& x) {
   return true;
 }
 
-// A sensitivity of a real: (sensitize r), or a lazy zero of one.
-inline bool plain_sensitivity(Value v, double& y) {
-  if (is(v, Kind::Zero)) v = materialize_zero(v);
-  if (!is(v, Kind::Sensitivity)) return false;
-  Value r = static_cast<Tagged*>(v.as_obj())->v;
-  if (is(r, Kind::Zero)) r = materialize_zero(r);
-  if (!r.is_real()) return false;
-  y = r.as_real();
-  return true;
-}
-
-inline Value sens_result(Value x_bar) { return sensitize(cons(Value::nil(), x_bar)); }
-
 inline Prim* prim_of(Closure* c) { return c->lambda->native_prim; }
 inline Lambda* bp_of(Closure* c) { return c->lambda->native_bp; }
 
@@ -200,57 +187,74 @@ Value rev_compare1(Closure* c, Value v) {
 }
 
 // ---- reverse: the backpropagators ----
+// Each takes ȳ without its sensitivity tag and returns (f̄ . x̄) untagged (for BackCall); the
+// tagged form a program sees is made by `tagged` below.
 
-Value bp_unary(Closure* c, Value ys) {
+inline bool plain_real(Value v, double& y) {
+  if (is(v, Kind::Zero)) v = materialize_zero(v);
+  if (!v.is_real()) return false;
+  y = v.as_real();
+  return true;
+}
+
+inline Value result_pair(Value x_bar) { return cons(Value::nil(), x_bar); }
+
+Value bp_unary(Closure* c, Value yv) {
   double y, d;
-  if (!plain_sensitivity(ys, y) || !c->env[0].is_real()) return Value::unbound();
+  if (!plain_real(yv, y) || !c->env[0].is_real()) return Value::unbound();
   Prim* p = c->lambda->native_prim;
   unary_derivative(p->name, c->env[0].as_real(), d);
   count(ids().mul);
-  return sens_result(Value::real(d * y));
+  return result_pair(Value::real(d * y));
 }
 
-Value bp_binary(Closure* c, Value ys) {
+Value bp_binary(Closure* c, Value yv) {
   double y;
-  if (!plain_sensitivity(ys, y)) return Value::unbound();
+  if (!plain_real(yv, y)) return Value::unbound();
   Prim* p = c->lambda->native_prim;
   const Ids& I = ids();
-  if (!strcmp(p->name, "+")) return sens_result(cons(Value::real(y), Value::real(y)));
+  if (!strcmp(p->name, "+")) return result_pair(cons(Value::real(y), Value::real(y)));
   if (!strcmp(p->name, "-")) {
     count(I.sub);
-    return sens_result(cons(Value::real(y), Value::real(0 - y)));
+    return result_pair(cons(Value::real(y), Value::real(0 - y)));
   }
   if (!c->env[0].is_real() || !c->env[1].is_real()) return Value::unbound();
   double x1 = c->env[0].as_real(), x2 = c->env[1].as_real();
   if (!strcmp(p->name, "*")) {
     count(I.mul, 2);
-    return sens_result(cons(Value::real(x2 * y), Value::real(x1 * y)));
+    return result_pair(cons(Value::real(x2 * y), Value::real(x1 * y)));
   }
   double d1, d2;
   binary_partials(p->name, x1, x2, d1, d2);
   count(I.mul, 2);
-  return sens_result(cons(Value::real(d1 * y), Value::real(d2 * y)));
+  return result_pair(cons(Value::real(d1 * y), Value::real(d2 * y)));
 }
 
-Value bp_zero_sens(Closure* c, Value ys) {
-  (void)ys;
-  return sens_result(rzero(c->env[0]));
+Value bp_zero_sens(Closure* c, Value) { return result_pair(rzero(c->env[0])); }
+
+Value bp_car(Closure* c, Value y) {
+  Value xr = c->env[0];
+  return result_pair(cons(y, rzero(cdr(xr))));
 }
 
-Value bp_car(Closure* c, Value ys) {
+Value bp_cdr(Closure* c, Value y) {
+  Value xr = c->env[0];
+  return result_pair(cons(rzero(car(xr)), y));
+}
+
+// The backpropagator as a program calls it: (sensitize ȳ) to (sensitize (cons f̄ x̄)).
+template <Value (*RAW)(Closure*, Value)>
+Value tagged(Closure* c, Value ys) {
   if (is(ys, Kind::Zero)) ys = materialize_zero(ys);
   if (!is(ys, Kind::Sensitivity)) return Value::unbound();
-  Value xr = c->env[0];
-  Value y = static_cast<Tagged*>(ys.as_obj())->v;
-  return sens_result(cons(y, rzero(cdr(xr))));
+  Value r = RAW(c, static_cast<Tagged*>(ys.as_obj())->v);
+  return r.is_unbound() ? r : sensitize(r);
 }
 
-Value bp_cdr(Closure* c, Value ys) {
-  if (is(ys, Kind::Zero)) ys = materialize_zero(ys);
-  if (!is(ys, Kind::Sensitivity)) return Value::unbound();
-  Value xr = c->env[0];
-  Value y = static_cast<Tagged*>(ys.as_obj())->v;
-  return sens_result(cons(rzero(car(xr)), y));
+template <Value (*RAW)(Closure*, Value)>
+void set_bp(Lambda* bp) {
+  bp->native1 = tagged<RAW>;
+  bp->native_back = RAW;
 }
 
 Lambda* find_bp(Body* b) {
@@ -289,13 +293,13 @@ void install_native(Prim* p, Lambda* rule, char kind) {
     if (p->arity == 1) {
       if (nf > 1) return;
       rule->native1 = rev_unary;
-      bp->native1 = bp_unary;
+      set_bp<bp_unary>(bp);
     } else {
       bool simple = !strcmp(n, "+") || !strcmp(n, "-");
       if (simple ? nf != 0 : nf != 2) return;
       rule->native1 = rev_binary1;
       rule->native2 = rev_binary2;
-      bp->native1 = bp_binary;
+      set_bp<bp_binary>(bp);
     }
     return;
   }
@@ -311,15 +315,15 @@ void install_native(Prim* p, Lambda* rule, char kind) {
     } else {
       rule->native1 = rev_struct;
     }
-    bp->native1 = bp_zero_sens;
+    set_bp<bp_zero_sens>(bp);
     return;
   }
   if (!strcmp(n, "car")) {
     rule->native1 = rev_struct;
-    bp->native1 = bp_car;
+    set_bp<bp_car>(bp);
   } else if (!strcmp(n, "cdr")) {
     rule->native1 = rev_struct;
-    bp->native1 = bp_cdr;
+    set_bp<bp_cdr>(bp);
   }
 }
 

@@ -88,9 +88,35 @@ struct Emitter {
   }
 };
 
+// BackCall is shorthand for three calls; the transforms see the calls.
+Body* expand_backcalls(Body* src) {
+  bool any = false;
+  for (const Binding& b : src->binds) any |= b.op == Op::BackCall;
+  if (!any) return src;
+  Body* out = new_body();
+  Emitter e{out, Pos()};
+  for (const Binding& b : src->binds) {
+    if (b.op != Op::BackCall) {
+      out->binds.push_back(b);
+      continue;
+    }
+    e.pos = b.pos;
+    Var* s = e.prim_app(current->p_sensitize, b.b);
+    Var* r = e.app(b.a, s);
+    Var* k = e.constant(Value::obj(current->p_unsensitize));
+    Binding& u = e.emit(Op::App, "call");
+    u.a = k;
+    u.b = r;
+    u.x = b.x;
+  }
+  out->result = src->result;
+  return out;
+}
+
 // ---- forward ----
 
 Body* forward_body(Body* src, VarMap& m) {
+  src = expand_backcalls(src);
   Body* out = new_body();
   out->binds.reserve(src->binds.size());
   for (const Binding& b : src->binds) {
@@ -237,6 +263,7 @@ struct Reverse {
         break;
       }
       case Op::EnvRef: x = out.env_ref(lookup(fw, b.a), b.index, reverse_transform(b.lam)); break;
+      case Op::BackCall: throw Error("internal error: BackCall survived expansion");
       case Op::If: {
         // The paper encodes `if` as a call of if-procedure on two thunks; transforming the
         // branches in place computes the same values without building the thunks.
@@ -274,6 +301,7 @@ struct Reverse {
 
   // φ of a branch, ending in (cons x⃖ backpropagator), the backpropagator running ρ of the branch.
   Body* phi_branch(Body* branch, const std::vector<Var*>& vars, Pos pos) {
+    branch = expand_backcalls(branch);
     Body* nb = new_body();
     Emitter be{nb, pos};
     for (const Binding& bd : branch->binds) phi(bd, be);
@@ -310,8 +338,10 @@ struct Reverse {
       case Op::Check: return;
       case Op::Copy: acc(b.a, xb); return;  // ρ{x_i = x_j} ≡ x̄_j ⊕= x̄_i
       case Op::App: {                        // ρ{x_i = x_j x_k} ≡ (x̄_j, x̄_k) ⊕= x̃_i x̄_i
-        Var* r = bp.app(tilde.at(b.x), bp.prim_app(current->p_sensitize, xb));
-        Var* u = bp.prim_app(current->p_unsensitize, r);
+        Binding& call = bp.emit(Op::BackCall, "back");
+        call.a = tilde.at(b.x);
+        call.b = xb;
+        Var* u = call.x;
         Var* fb = bp.proj(Op::Car, u, "(cons f-bar x-bar)");
         Var* ab = bp.proj(Op::Cdr, u, "(cons f-bar x-bar)");
         acc(b.a, fb);  // when j = k both halves accumulate into the same variable
@@ -347,6 +377,7 @@ struct Reverse {
         acc(b.a, bp.lambda(b.lam, caps));
         return;
       }
+      case Op::BackCall: return;  // expanded before the transform
       case Op::If: {
         const IfInfo& info = ifs.at(b.x);
         Var* cur = bp.app(info.bp, xb);
@@ -360,7 +391,7 @@ struct Reverse {
   }
 
   void run() {
-    Body* body = L->body;
+    Body* body = expand_backcalls(L->body);
     RL->body = new_body();
     Emitter out{RL->body, L->pos};
     for (const Binding& b : body->binds) phi(b, out);

@@ -39,6 +39,8 @@ enum class Op : uint8_t {
   Check,   // x = '(); a must equal `constant` (a constant pattern)
   If,      // x = if a then `then_` else `else_` (a is not #f)
   EnvRef,  // x = env[index] of a, a closure of `lam` (AD-internal: environment sensitivities)
+  BackCall,  // x = (unsensitize (a (sensitize b))): calling a backpropagator (AD-internal; the
+             // transforms expand it into those three calls before transforming it)
 };
 
 struct Body;
@@ -99,6 +101,8 @@ struct Lambda {
   Value (*native2)(Closure*, Value, Value) = nullptr;  // the argument is the pair (a . b)
   Prim* native_prim = nullptr;
   Lambda* native_bp = nullptr;  // a reverse rule's backpropagator lambda
+  // A backpropagator's native body without the sensitivity tags: ȳ to (f̄ . x̄), for BackCall.
+  Value (*native_back)(Closure*, Value) = nullptr;
 
   Code* code = nullptr;     // compiled on first call
   Value empty_closure;      // when `free` is empty, the one closure of this lambda

@@ -181,6 +181,21 @@ struct Exec {
           fr[ip->x] = r;
           break;
         }
+        case Op::BackCall: {
+          Value fv = get(ip->a);
+          if (is(fv, Kind::Closure)) {
+            Closure* cl = static_cast<Closure*>(fv.as_obj());
+            if (cl->lambda->native_back) {
+              Value r = cl->lambda->native_back(cl, get(ip->b));
+              if (!r.is_unbound()) {
+                fr[ip->x] = r;
+                break;
+              }
+            }
+          }
+          fr[ip->x] = unsensitize(apply(fv, sensitize(get(ip->b)), ip->src->pos));
+          break;
+        }
         case Op::EnvRef: {
           Value v = get(ip->a);
           fr[ip->x] = env_ref(v, ip->src->index, ip->src->lam);
