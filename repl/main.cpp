@@ -33,7 +33,7 @@ const char* usage =
     "  vlad --check FILE...     verify every `expr ===> answer` annotation\n"
     "  vlad --meter FILE        run, then print primitive-operation counts to stderr\n"
     "  vlad -I DIR ...          add an include directory\n"
-    "  vlad --depth-limit N     maximum depth of nested non-tail calls (default 2000000)\n"
+    "  vlad --depth-limit N     maximum depth of nested non-tail calls (default 4000000)\n"
     "  vlad --version | --help\n";
 
 std::string dir_of(const std::string& path) {
