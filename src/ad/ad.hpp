@@ -11,6 +11,11 @@ struct Prim;
 Value zero_of(Value v);               // (zero v), lazy
 Value rzero(Value v);                 // zero of (*j-inverse v), lazy: what backpropagators start from
 Value materialize_zero(Value z);      // one level of a lazy zero, e.g. a pair of lazy zeros
+// One level of any lazy value (a zero, *j of a pair), repeated until the value is not lazy.
+Value force(Value v);
+inline bool is_lazy(Value v) {
+  return v.is_obj() && (v.as_obj()->kind == Kind::Zero || v.as_obj()->kind == Kind::LazyJ);
+}
 Value plus(Value a, Value b);         // ⊕ (paper §4)
 Value strip_tags(Value v);            // the primal real under any number of tags (comparisons)
 Value env_ref(Value closure, int index, Lambda* lam);

@@ -135,6 +135,7 @@ Value fwd_binary2(Closure* c, Value a, Value b) {
 }
 
 Value fwd_binary1(Closure* c, Value v) {
+  if (is_lazy(v)) v = force(v);
   if (!is_pair(v)) return Value::unbound();
   return fwd_binary2(c, car(v), cdr(v));
 }
@@ -160,6 +161,7 @@ Value rev_binary2(Closure* c, Value a, Value b) {
 }
 
 Value rev_binary1(Closure* c, Value v) {
+  if (is_lazy(v)) v = force(v);
   if (!is_pair(v)) return Value::unbound();
   return rev_binary2(c, car(v), cdr(v));
 }
@@ -180,6 +182,7 @@ Value rev_compare2(Closure* c, Value a, Value b) {
 }
 
 Value rev_compare1(Closure* c, Value v) {
+  if (is_lazy(v)) v = force(v);
   if (!is_pair(v)) return Value::unbound();
   Prim* p = prim_of(c);
   Value y = p->fn2(p, car(v), cdr(v));
@@ -191,7 +194,7 @@ Value rev_compare1(Closure* c, Value v) {
 // tagged form a program sees is made by `tagged` below.
 
 inline bool plain_real(Value v, double& y) {
-  if (is(v, Kind::Zero)) v = materialize_zero(v);
+  if (is_lazy(v)) v = force(v);
   if (!v.is_real()) return false;
   y = v.as_real();
   return true;
@@ -233,19 +236,19 @@ Value bp_binary(Closure* c, Value yv) {
 Value bp_zero_sens(Closure* c, Value) { return result_pair(rzero(c->env[0])); }
 
 Value bp_car(Closure* c, Value y) {
-  Value xr = c->env[0];
+  Value xr = force(c->env[0]);
   return result_pair(cons(y, rzero(cdr(xr))));
 }
 
 Value bp_cdr(Closure* c, Value y) {
-  Value xr = c->env[0];
+  Value xr = force(c->env[0]);
   return result_pair(cons(rzero(car(xr)), y));
 }
 
 // The backpropagator as a program calls it: (sensitize ȳ) to (sensitize (cons f̄ x̄)).
 template <Value (*RAW)(Closure*, Value)>
 Value tagged(Closure* c, Value ys) {
-  if (is(ys, Kind::Zero)) ys = materialize_zero(ys);
+  if (is_lazy(ys)) ys = force(ys);
   if (!is(ys, Kind::Sensitivity)) return Value::unbound();
   Value r = RAW(c, static_cast<Tagged*>(ys.as_obj())->v);
   return r.is_unbound() ? r : sensitize(r);

@@ -58,7 +58,7 @@ Value memo_pair(PairMemo& m, Value a, Value b, F make) {
   return r;
 }
 
-thread_local PairMemo plus_memo, bundle_memo, part_memo, star_j_memo, star_j_inverse_memo;
+thread_local PairMemo plus_memo, bundle_memo, part_memo, star_j_inverse_memo;
 
 [[noreturn]] void ad_error(const char* who, const std::string& what, Value v) {
   throw Error(std::string(who) + ": " + what + ", got " + write_string(v));
@@ -118,6 +118,7 @@ Value zero_shallow(Value v, int strip) {
       LazyZero* z = static_cast<LazyZero*>(v.as_obj());
       return zero_shallow(z->src, (int)z->aux + strip);
     }
+    case Kind::LazyJ: return zero_shallow(force(v), strip);
     case Kind::Prim: return v;
     case Kind::Closure: {
       Closure* c = as_closure(v);
@@ -141,6 +142,7 @@ Value lazy_zero(Value v, int strip) {
   if (v.is_real() || !v.is_obj()) return zero_shallow(v, strip);
   switch (kind_of(v)) {
     case Kind::Pair:
+    case Kind::LazyJ:
     case Kind::Closure: return make_lazy_zero(v, strip);
     case Kind::Zero: {
       LazyZero* z = static_cast<LazyZero*>(v.as_obj());
@@ -160,13 +162,46 @@ Value materialize_zero(Value z) {
   return zero_shallow(lz->src, (int)lz->aux);
 }
 
+namespace {
+
+Value star_j_n(Value x, int n) {
+  for (int k = 0; k < n; k++) x = star_j(x);
+  return x;
+}
+
+// One level of *j^n of a pair: the pair of the *j^n of its parts (themselves lazy when pairs).
+// Built once per LazyJ; a pair whose car and cdr are one value keeps them one value.
+Value build_lazy_j(Value v) {
+  LazyJ* z = static_cast<LazyJ*>(v.as_obj());
+  if (!z->built.is_unbound()) return z->built;
+  Value src = force(z->src);
+  int n = (int)z->aux;
+  if (!is_pair(src)) return z->built = star_j_n(src, n);
+  Value a = star_j_n(car(src), n);
+  Value d = cdr(src) == car(src) ? a : star_j_n(cdr(src), n);
+  return z->built = cons(a, d);
+}
+
+}  // namespace
+
+Value force(Value v) {
+  while (v.is_obj()) {
+    Kind k = kind_of(v);
+    if (k == Kind::Zero) v = materialize_zero(v);
+    else if (k == Kind::LazyJ) v = build_lazy_j(v);
+    else break;
+  }
+  return v;
+}
+
 Value strip_tags(Value v) {
   for (;;) {
     if (!v.is_obj()) return v;
     switch (kind_of(v)) {
       case Kind::Bundle: v = static_cast<Bundle*>(v.as_obj())->primal; continue;
       case Kind::Reverse: v = tagged_value(v); continue;
-      case Kind::Zero: v = materialize_zero(v); continue;
+      case Kind::Zero:
+      case Kind::LazyJ: v = force(v); continue;
       default: return v;
     }
   }
@@ -174,7 +209,7 @@ Value strip_tags(Value v) {
 
 Value env_ref(Value v, int index, Lambda* lam) {
   (void)lam;
-  if (is(v, Kind::Zero)) v = materialize_zero(v);
+  v = force(v);
   if (!is(v, Kind::Closure) || (int)as_closure(v)->aux <= index)
     throw Error("internal error: environment sensitivity of a non-closure " + write_string(v));
   return as_closure(v)->env[index];
@@ -185,6 +220,8 @@ Value env_ref(Value v, int index, Lambda* lam) {
 Value plus(Value a, Value b) {
   if (is(a, Kind::Zero)) return b;
   if (is(b, Kind::Zero)) return a;
+  if (is(a, Kind::LazyJ)) a = force(a);
+  if (is(b, Kind::LazyJ)) b = force(b);
   if (a.is_real() && b.is_real()) return Value::real(a.as_real() + b.as_real());
   if (a.is_obj() && b.is_obj() && kind_of(a) == kind_of(b)) {
     switch (kind_of(a)) {
@@ -210,7 +247,8 @@ Value plus(Value a, Value b) {
       }
       case Kind::Prim:
       case Kind::String: return a;
-      case Kind::Zero: break;
+      case Kind::Zero:
+      case Kind::LazyJ: break;
     }
   }
   // Values without a real inside ((), booleans, strings, primitives, closures with an empty
@@ -225,7 +263,7 @@ Value plus(Value a, Value b) {
 Value perturb(Value v) { return make_tagged(Kind::Perturbation, v); }
 
 Value unperturb(Value v) {
-  if (is(v, Kind::Zero)) v = materialize_zero(v);
+  v = force(v);
   if (!is(v, Kind::Perturbation)) ad_error("unperturb", "expected a perturbation", v);
   return tagged_value(v);
 }
@@ -233,7 +271,7 @@ Value unperturb(Value v) {
 Value sensitize(Value v) { return make_tagged(Kind::Sensitivity, v); }
 
 Value unsensitize(Value v) {
-  if (is(v, Kind::Zero)) v = materialize_zero(v);
+  v = force(v);
   if (!is(v, Kind::Sensitivity)) ad_error("unsensitize", "expected a sensitivity", v);
   return tagged_value(v);
 }
@@ -251,6 +289,7 @@ Value bundle_raw(Value p, Value t) {
     if (is(p, Kind::Closure) && (int)as_closure(p)->aux == 0) return closure_of(forward_transform(as_closure(p)->lambda), nullptr);
     t = materialize_zero(t);
   }
+  if (is(t, Kind::LazyJ)) t = force(t);
   if (p.is_real()) {
     if (!t.is_real()) nonconform("bundle", p, t);
     return make_bundle(p, t);
@@ -282,7 +321,8 @@ Value bundle_raw(Value p, Value t) {
       return r;
     }
     case Kind::String: return p;
-    case Kind::Zero: return bundle_raw(materialize_zero(p), t);
+    case Kind::Zero:
+    case Kind::LazyJ: return bundle_raw(force(p), t);
   }
   return p;
 }
@@ -312,6 +352,7 @@ Value forward_part(const char* who, Value v, int part) {
       return r;
     }
     case Kind::Zero: return zero_of(forward_part(who, materialize_zero(v), part));
+    case Kind::LazyJ: return forward_part(who, force(v), part);
     case Kind::String: return v;
     case Kind::Prim:
       // A primitive that acts on forward values directly is its own forward version.
@@ -324,7 +365,7 @@ Value forward_part(const char* who, Value v, int part) {
 }  // namespace
 
 Value bundle(Value p, Value t) {
-  if (is(t, Kind::Zero)) t = materialize_zero(t);
+  t = force(t);
   if (!is(t, Kind::Perturbation)) ad_error("bundle", "expected a perturbation as the tangent", t);
   return bundle_raw(p, tagged_value(t));
 }
@@ -339,8 +380,7 @@ Value star_j(Value v) {
   if (v.is_real()) return make_tagged(Kind::Reverse, v);
   if (!v.is_obj()) return v;
   switch (kind_of(v)) {
-    case Kind::Pair:
-      return memo_pair(star_j_memo, v, Value::nil(), [&] { return cons(star_j(car(v)), star_j(cdr(v))); });
+    case Kind::Pair: return make_lazy_j(v, 1);  // walked only as far as it is inspected
     case Kind::Bundle:
     case Kind::Reverse:
     case Kind::Perturbation:
@@ -359,6 +399,10 @@ Value star_j(Value v) {
       LazyZero* z = static_cast<LazyZero*>(v.as_obj());
       if (z->aux > 0) return make_lazy_zero(z->src, (int)z->aux - 1);
       return star_j(materialize_zero(v));
+    }
+    case Kind::LazyJ: {
+      LazyJ* z = static_cast<LazyJ*>(v.as_obj());
+      return make_lazy_j(z->src, (int)z->aux + 1);
     }
     case Kind::String: return v;
   }
@@ -387,6 +431,10 @@ Value star_j_inverse(Value v) {
     case Kind::Zero: {
       LazyZero* z = static_cast<LazyZero*>(v.as_obj());
       return make_lazy_zero(z->src, (int)z->aux + 1);
+    }
+    case Kind::LazyJ: {  // O(1): the value *j was given
+      LazyJ* z = static_cast<LazyJ*>(v.as_obj());
+      return z->aux == 1 ? z->src : make_lazy_j(z->src, (int)z->aux - 1);
     }
     case Kind::String: return v;
     case Kind::Prim:

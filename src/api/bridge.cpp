@@ -93,7 +93,7 @@ vlad::Value value_of(const Root* r) { return r ? vlad::Value(r->bits, 0) : vlad:
 
 // The value with lazy zeros materialised at the root (so it can be inspected).
 vlad::Value forced(vlad::Value v) {
-  while (is(v, Kind::Zero)) v = materialize_zero(v);
+  v = force(v);
   return v;
 }
 vlad::Value forced(const Root* r) { return forced(value_of(r)); }

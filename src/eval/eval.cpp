@@ -57,7 +57,7 @@ bool matches_constant(Value v, Value k) {
   }
   if (is(k, Kind::String)) return is(v, Kind::String) && string_of(v) == string_of(k);
   if (is_pair(k)) return is_pair(v) && matches_constant(car(v), car(k)) && matches_constant(cdr(v), cdr(k));
-  if (is(v, Kind::Zero)) return matches_constant(materialize_zero(v), k);
+  if (is_lazy(v)) return matches_constant(force(v), k);
   return v == k;
 }
 
@@ -155,8 +155,8 @@ struct Exec {
           Value v = get(ip->a);
           if (is_pair(v)) {
             fr[ip->x] = ip->op == Op::Car ? car(v) : cdr(v);
-          } else if (is(v, Kind::Zero)) {
-            Value m = materialize_zero(v);
+          } else if (is_lazy(v)) {
+            Value m = force(v);
             if (!is_pair(m)) pattern_error(m, ip->src);
             fr[ip->x] = ip->op == Op::Car ? car(m) : cdr(m);
           } else {

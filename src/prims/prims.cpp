@@ -21,8 +21,8 @@ namespace {
 
 inline double real_arg(Prim* p, Value v) {
   if (v.is_real()) return v.as_real();
-  if (is(v, Kind::Zero)) {
-    Value m = materialize_zero(v);
+  if (is_lazy(v)) {
+    Value m = force(v);
     if (m.is_real()) return m.as_real();
   }
   type_error(p, "a real", v);
@@ -85,7 +85,7 @@ COMPARE1(p_zerop, x == 0)
 COMPARE1(p_positivep, x > 0)
 COMPARE1(p_negativep, x < 0)
 
-Value forced(Value v) { return is(v, Kind::Zero) ? materialize_zero(v) : v; }
+Value forced(Value v) { return is_lazy(v) ? force(v) : v; }
 
 Value p_nullp(Prim*, Value v) { return Value::boolean(forced(v).is_nil()); }
 Value p_booleanp(Prim*, Value v) { return Value::boolean(forced(v).is_bool()); }
@@ -462,7 +462,7 @@ Prim* make_host_prim(const std::string& name, Host* host) {
 
 Value apply_prim(Prim* p, Value arg) {
   if (p->arity == 2) {
-    if (is(arg, Kind::Zero)) arg = materialize_zero(arg);
+    if (is_lazy(arg)) arg = force(arg);
     if (!is_pair(arg)) throw Error(std::string(p->name) + ": expected a pair of arguments, got " + write_string(arg));
     return p->fn2(p, car(arg), cdr(arg));
   }

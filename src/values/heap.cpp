@@ -75,6 +75,15 @@ Value make_lazy_zero(Value src, int strip) {
   return Value::obj(z);
 }
 
+Value make_lazy_j(Value src, int n) {
+  LazyJ* z = static_cast<LazyJ*>(gc_alloc(sizeof(LazyJ)));
+  z->kind = Kind::LazyJ;
+  z->aux = n;
+  z->src = src;
+  z->built = Value::unbound();
+  return Value::obj(z);
+}
+
 const char* intern(const std::string& s) {
   static std::mutex mu;
   static std::unordered_set<std::string>* table = new std::unordered_set<std::string>();

@@ -27,7 +27,7 @@ std::string format_real(double d) {
 
 namespace {
 
-inline Value force(Value v) { return is(v, Kind::Zero) ? force(materialize_zero(v)) : v; }
+
 
 // True when every real leaf of v is wrapped in tag kind k (and at least one leaf is): such a pair
 // structure is the distributed form of one tagged pair, and prints with the tag at the root.
@@ -132,7 +132,8 @@ void write(std::string& out, Value v, bool display) {
     case Kind::Reverse: out += "(reverse "; write(out, static_cast<Tagged*>(v.as_obj())->v, display); out += ")"; return;
     case Kind::Perturbation: out += "(perturbation "; write(out, static_cast<Tagged*>(v.as_obj())->v, display); out += ")"; return;
     case Kind::Sensitivity: out += "(sensitivity "; write(out, static_cast<Tagged*>(v.as_obj())->v, display); out += ")"; return;
-    case Kind::Zero: write(out, materialize_zero(v), display); return;
+    case Kind::Zero:
+    case Kind::LazyJ: write(out, force(v), display); return;
   }
 }
 

@@ -63,6 +63,7 @@ enum class Kind : uint32_t {
   Perturbation, // forward-mode tangent tag
   Sensitivity,  // reverse-mode cotangent tag
   Zero,         // a lazy zero: the zero of a value not yet materialised (paper, end of §4)
+  LazyJ,        // *j of a pair, not yet walked (paper, end of §4: J← is lazy)
 };
 
 struct Obj {
@@ -100,6 +101,8 @@ struct Bundle : Obj { Value primal, tangent; };
 struct Tagged : Obj { Value v; };  // Reverse, Perturbation, Sensitivity
 // Zero{src, strip}: the zero of (*j-inverse^strip src), materialised only when inspected.
 struct LazyZero : Obj { Value src; };  // aux = strip
+// LazyJ{src, n}: (*j^n src) for a pair src; `built` caches the pair of *j^n's once made.
+struct LazyJ : Obj { Value src; Value built; };  // aux = n
 
 // ---- allocation: everything goes through gc_alloc ----
 void* gc_alloc(size_t bytes);
@@ -119,6 +122,7 @@ Value make_closure(Lambda* lam, const Value* env, int n);
 Value make_bundle(Value primal, Value tangent);
 Value make_tagged(Kind k, Value v);
 Value make_lazy_zero(Value src, int strip);
+Value make_lazy_j(Value src, int n);
 
 template <class T>
 using gc_vector = std::vector<T, gc_allocator<T>>;
