@@ -220,4 +220,7 @@ echo "6. n steps calling a closure that captures the input (bench/rev6_closure.v
 fam_header grad "derivative, n/2"
 family rev6_closure.vlad 100 1000 10000 100000
 echo
+echo "(e) the example programs"
+"$(dirname "$0")/examples.sh" "$V"
+echo
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg); total bench time $(( $(date +%s) - BENCH_START )) s"
