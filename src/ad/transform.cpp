@@ -41,6 +41,9 @@ const char* append_xf(const char* xf, char t) { return intern(std::string(xf) + 
 struct Emitter {
   Body* body;
   Pos pos;
+  // One constant binding per primitive per body: the transforms insert plus, %rzero, sensitize
+  // ... many times, and every binding is transformed again under nesting.
+  std::unordered_map<Prim*, Var*> prims{};
   Binding& emit(Op op, const char* name) {
     body->binds.emplace_back();
     Binding& b = body->binds.back();
@@ -60,7 +63,12 @@ struct Emitter {
     b.b = a;
     return b.x;
   }
-  Var* prim_app(Prim* p, Var* a) { return app(constant(Value::obj(p)), a); }
+  Var* prim(Prim* p) {
+    auto it = prims.find(p);
+    if (it != prims.end()) return it->second;
+    return prims[p] = constant(Value::obj(p));
+  }
+  Var* prim_app(Prim* p, Var* a) { return app(prim(p), a); }
   Var* cons(Var* a, Var* d) {
     Binding& b = emit(Op::Cons, "cons");
     b.a = a;
@@ -103,7 +111,7 @@ Body* expand_backcalls(Body* src) {
     e.pos = b.pos;
     Var* s = e.prim_app(current->p_sensitize, b.b);
     Var* r = e.app(b.a, s);
-    Var* k = e.constant(Value::obj(current->p_unsensitize));
+    Var* k = e.prim(current->p_unsensitize);
     Binding& u = e.emit(Op::App, "call");
     u.a = k;
     u.b = r;

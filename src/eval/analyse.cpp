@@ -2,6 +2,7 @@
 // instructions with lexical addresses: a frame slot for the lambda's own variables, an env index
 // for its free variables. Done once per lambda, on its first call.
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <unordered_map>
 
@@ -13,39 +14,39 @@ namespace vlad {
 namespace {
 
 struct FreeWalk {
-  std::set<Var*> refs, bound;
+  std::vector<Var*> refs, bound;  // sorted and compared at the end: cheaper than sets
   std::set<Lambda*> visited;
   std::vector<Lambda*> nested;
 
   void lambda(Lambda* lam) {
     if (lam->free_done) {
-      refs.insert(lam->free.begin(), lam->free.end());
+      refs.insert(refs.end(), lam->free.begin(), lam->free.end());
       return;
     }
     if (!visited.insert(lam).second) return;
     nested.push_back(lam);
-    bound.insert(lam->param);
+    bound.push_back(lam->param);
     body(lam->body);
   }
 
   void body(Body* b) {
     for (Binding& bd : b->binds) {
-      bound.insert(bd.x);
-      if (bd.a) refs.insert(bd.a);
-      if (bd.b) refs.insert(bd.b);
+      bound.push_back(bd.x);
+      if (bd.a) refs.push_back(bd.a);
+      if (bd.b) refs.push_back(bd.b);
       if (bd.op == Op::If) {
         body(bd.then_);
         body(bd.else_);
       } else if (bd.op == Op::Lambda) {
         if (bd.caps) {
-          for (size_t i = 0; i < bd.lam->free.size(); i++) refs.insert(bd.caps[i]);
+          for (size_t i = 0; i < bd.lam->free.size(); i++) refs.push_back(bd.caps[i]);
           if (!bd.lam->free_done) compute_free_variables(bd.lam);
         } else {
           lambda(bd.lam);
         }
       }
     }
-    refs.insert(b->result);
+    refs.push_back(b->result);
   }
 };
 
@@ -59,13 +60,15 @@ void compute_free_variables(Lambda* lam) {
   else members.push_back(lam);
   for (Lambda* m : members) w.visited.insert(m);
   for (Lambda* m : members) {
-    w.bound.insert(m->param);
+    w.bound.push_back(m->param);
     w.body(m->body);
   }
+  auto by_id = [](Var* a, Var* b) { return a->id < b->id; };
+  std::sort(w.refs.begin(), w.refs.end(), by_id);
+  w.refs.erase(std::unique(w.refs.begin(), w.refs.end()), w.refs.end());
+  std::sort(w.bound.begin(), w.bound.end(), by_id);
   std::vector<Var*> free;
-  for (Var* v : w.refs)
-    if (!w.bound.count(v)) free.push_back(v);
-  std::sort(free.begin(), free.end(), [](Var* a, Var* b) { return a->id < b->id; });
+  std::set_difference(w.refs.begin(), w.refs.end(), w.bound.begin(), w.bound.end(), std::back_inserter(free), by_id);
   for (Lambda* m : members) {
     m->free.assign(free.begin(), free.end());
     m->free_done = true;
