@@ -1,5 +1,6 @@
 // interp.cpp — an interpreter instance: its namespaces and primitives, the prelude, includes,
 // and the read → expand → evaluate pipeline for a whole text.
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -13,6 +14,10 @@ extern const char* prelude_source;
 
 Interp::Interp() {
   GC_INIT();
+  // A reverse pass keeps its whole forward phase alive until the backpropagator runs, so the
+  // live heap grows steadily; collecting when the heap has doubled (not grown by a third)
+  // halves the marking work there (W3 gradient at n = 10^5: 0.97 s -> 0.50 s, +23% memory).
+  if (!getenv("GC_FREE_SPACE_DIVISOR")) GC_set_free_space_divisor(1);
   for (Prim* p : make_builtin_prims()) add_prim(p);
   p_plus = prim("plus");
   p_zero = prim("zero");
