@@ -26,6 +26,12 @@ struct CallRecord {
 static thread_local CallRecord* call_records = nullptr;
 static thread_local long call_capacity = 0;
 
+// Positions inside the prelude and the primitives' rules: an error there is reported at the
+// user's call, and a tail call inside them keeps the user's call site in the record.
+static const char* const prelude_file = intern("<prelude>");
+static const char* const rules_file = intern("<rules>");
+static inline bool internal(Pos p) { return p.file == prelude_file || p.file == rules_file; }
+
 static void grow_call_records(long need) {
   long cap = call_capacity ? call_capacity : 1024;
   while (cap <= need) cap *= 2;
@@ -46,6 +52,10 @@ Value closure_of(Lambda* lam, const Value* env) {
 namespace {
 
 [[noreturn]] __attribute__((noinline, cold)) void pattern_error(Value v, const Binding* b) {
+  static const char* car_name = intern("car");
+  static const char* cdr_name = intern("cdr");
+  if (b->pattern == car_name || b->pattern == cdr_name)  // the prelude's inlined car and cdr
+    throw Error(std::string(b->pattern) + ": expected a pair, got " + write_string(v), b->pos);
   throw Error("value " + write_string(v) + " does not match pattern " + (b->pattern ? b->pattern : "?"), b->pos);
 }
 
@@ -260,7 +270,7 @@ Value apply(Value f, Value arg, Pos call_pos) {
       if (ex.run(code, f, arg, result)) {
         rec = &call_records[depth];  // the records may have moved while the body ran
         rec->f = f.bits;
-        rec->pos = ex.tail_pos;
+        if (!internal(ex.tail_pos) || internal(rec->pos) || !rec->pos.file) rec->pos = ex.tail_pos;
         continue;
       }
       return result;
@@ -278,9 +288,13 @@ void attach_trace(Error& e) {
   if (e.traced) return;
   e.traced = true;
   long d = std::min(e.depth, call_capacity - 1);
-  if (d >= 1 && !e.pos.file) {
-    // the innermost call with a known call site
-    for (long k = d; k >= 1 && !e.pos.file; k--) e.pos = call_records[k].pos;
+  if (d >= 1 && (!e.pos.file || internal(e.pos))) {
+    // the innermost call with a known call site in the user's code
+    Pos fallback = e.pos;
+    e.pos = Pos();
+    for (long k = d; k >= 1 && !e.pos.file; k--)
+      if (call_records[k].pos.file && !internal(call_records[k].pos)) e.pos = call_records[k].pos;
+    if (!e.pos.file) e.pos = fallback.file ? fallback : call_records[d].pos;
   }
   for (long k = d; k >= 1; k--) {
     if (e.trace.size() >= 20) {

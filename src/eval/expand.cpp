@@ -31,13 +31,15 @@ struct Scope {
 
 struct S {  // interned keywords
   const char *quote, *lambda, *define, *let, *letstar, *letrec, *if_, *cond, *else_, *and_, *or_, *begin,
-      *cons, *consstar, *list, *include, *arrow;
+      *cons, *consstar, *list, *include, *arrow, *car, *cdr;
   S() {
     quote = intern("quote"); lambda = intern("lambda"); define = intern("define"); let = intern("let");
     letstar = intern("let*"); letrec = intern("letrec"); if_ = intern("if"); cond = intern("cond");
     else_ = intern("else"); and_ = intern("and"); or_ = intern("or"); begin = intern("begin");
     cons = intern("cons"); consstar = intern("cons*"); list = intern("list"); include = intern("include");
     arrow = intern("===>");
+    car = intern("car");
+    cdr = intern("cdr");
   }
 };
 
@@ -326,6 +328,19 @@ struct Expander {
       if (h == k.letrec) return letrec(e, args, out, sc);
       if (h == k.define) syntax_error("define: only allowed at top level", e);
       if (h == k.include) syntax_error("include: only allowed at top level", e);
+    }
+    if (prelude && head->type == Sx::Sym && !sc->find(head->text) && args.size() == 1 &&
+        (head->text == syms().car || head->text == syms().cdr)) {
+      // The prelude is closed over the builtins: its car and cdr are the core projections,
+      // which every transform handles in place (no call, no backpropagator closure).
+      Cell* c = in.cell(head->text, true);
+      if (c->value.is_obj() && kind_of(c->value) == Kind::Prim) {
+        Var* a = expr(args[0], out, sc);
+        Binding& b = emit(out, head->text == syms().car ? Op::Car : Op::Cdr, head->text, e->pos);
+        b.a = a;
+        b.pattern = head->text;  // errors read "car: expected a pair, got ..."
+        return b.x;
+      }
     }
     Var* f = expr(head, out, sc);
     Var* a = tuple(args, 0, out, sc, e->pos);
