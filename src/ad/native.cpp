@@ -141,52 +141,84 @@ Value fwd_binary1(Closure* c, Value v) {
 }
 
 // ---- reverse: the forward phase ----
+// Each computes (value . backpropagator) into out[0], out[1]; the pair-returning forms a
+// program sees wrap them.
 
-Value rev_unary(Closure* c, Value v) {
+bool rev_unary_s(Closure* c, Value v, Value* out) {
   double x;
-  if (!plain_reverse(v, x)) return Value::unbound();
+  if (!plain_reverse(v, x)) return false;
   Prim* p = prim_of(c);
   Value y = p->fn1(p, Value::real(x));
   Lambda* bp = bp_of(c);
-  return cons(star_j(y), make_bp(bp, x, 0, (int)bp->free.size()));
+  out[0] = star_j(y);
+  out[1] = make_bp(bp, x, 0, (int)bp->free.size());
+  return true;
 }
 
-Value rev_binary2(Closure* c, Value a, Value b) {
+bool rev_binary_s2(Closure* c, Value a, Value b, Value* out) {
   double x1, x2;
-  if (!plain_reverse(a, x1) || !plain_reverse(b, x2)) return Value::unbound();
+  if (!plain_reverse(a, x1) || !plain_reverse(b, x2)) return false;
   Prim* p = prim_of(c);
   Value y = p->fn2(p, Value::real(x1), Value::real(x2));
   Lambda* bp = bp_of(c);
-  return cons(star_j(y), make_bp(bp, x1, x2, (int)bp->free.size()));
+  out[0] = star_j(y);
+  out[1] = make_bp(bp, x1, x2, (int)bp->free.size());
+  return true;
 }
 
-Value rev_binary1(Closure* c, Value v) {
+bool rev_binary_s1(Closure* c, Value v, Value* out) {
   if (is_lazy(v)) v = force(v);
-  if (!is_pair(v)) return Value::unbound();
-  return rev_binary2(c, car(v), cdr(v));
+  return is_pair(v) && rev_binary_s2(c, car(v), cdr(v), out);
 }
 
 // Structural and constant-sensitivity rules: the backpropagator closes over xr.
-Value rev_struct(Closure* c, Value xr) {
+bool rev_struct_s(Closure* c, Value xr, Value* out) {
   Prim* p = prim_of(c);
-  Value y = p->fn1(p, xr);
-  Lambda* bp = bp_of(c);
-  return cons(y, make_closure(bp, &xr, 1));
+  out[0] = p->fn1(p, xr);
+  out[1] = make_closure(bp_of(c), &xr, 1);
+  return true;
 }
 
-Value rev_compare2(Closure* c, Value a, Value b) {
+bool rev_compare_s2(Closure* c, Value a, Value b, Value* out) {
   Prim* p = prim_of(c);
-  Value y = p->fn2(p, a, b);
+  out[0] = p->fn2(p, a, b);
   Value xr = cons(a, b);
-  return cons(y, make_closure(bp_of(c), &xr, 1));
+  out[1] = make_closure(bp_of(c), &xr, 1);
+  return true;
 }
 
-Value rev_compare1(Closure* c, Value v) {
+bool rev_compare_s1(Closure* c, Value v, Value* out) {
   if (is_lazy(v)) v = force(v);
-  if (!is_pair(v)) return Value::unbound();
+  if (!is_pair(v)) return false;
   Prim* p = prim_of(c);
-  Value y = p->fn2(p, car(v), cdr(v));
-  return cons(y, make_closure(bp_of(c), &v, 1));
+  out[0] = p->fn2(p, car(v), cdr(v));
+  out[1] = make_closure(bp_of(c), &v, 1);
+  return true;
+}
+
+template <bool (*S)(Closure*, Value, Value*)>
+Value paired1(Closure* c, Value v) {
+  Value out[2];
+  return S(c, v, out) ? cons(out[0], out[1]) : Value::unbound();
+}
+
+template <bool (*S)(Closure*, Value, Value, Value*)>
+Value paired2(Closure* c, Value a, Value b) {
+  Value out[2];
+  return S(c, a, b, out) ? cons(out[0], out[1]) : Value::unbound();
+}
+
+template <bool (*S1)(Closure*, Value, Value*)>
+void set_rule1(Lambda* rule) {
+  rule->native1 = paired1<S1>;
+  rule->native_split1 = S1;
+}
+
+template <bool (*S1)(Closure*, Value, Value*), bool (*S2)(Closure*, Value, Value, Value*)>
+void set_rule2(Lambda* rule) {
+  set_rule1<S1>(rule);
+  rule->native2 = paired2<S2>;
+  rule->native_split2 = S2;
 }
 
 // ---- reverse: the backpropagators ----
@@ -295,13 +327,12 @@ void install_native(Prim* p, Lambda* rule, char kind) {
   if (p->cls == PrimClass::Arith) {
     if (p->arity == 1) {
       if (nf > 1) return;
-      rule->native1 = rev_unary;
+      set_rule1<rev_unary_s>(rule);
       set_bp<bp_unary>(bp);
     } else {
       bool simple = !strcmp(n, "+") || !strcmp(n, "-");
       if (simple ? nf != 0 : nf != 2) return;
-      rule->native1 = rev_binary1;
-      rule->native2 = rev_binary2;
+      set_rule2<rev_binary_s1, rev_binary_s2>(rule);
       set_bp<bp_binary>(bp);
     }
     return;
@@ -312,20 +343,16 @@ void install_native(Prim* p, Lambda* rule, char kind) {
       rule->native_prim = nullptr;
       return;
     }
-    if (p->arity == 2) {
-      rule->native1 = rev_compare1;
-      rule->native2 = rev_compare2;
-    } else {
-      rule->native1 = rev_struct;
-    }
+    if (p->arity == 2) set_rule2<rev_compare_s1, rev_compare_s2>(rule);
+    else set_rule1<rev_struct_s>(rule);
     set_bp<bp_zero_sens>(bp);
     return;
   }
   if (!strcmp(n, "car")) {
-    rule->native1 = rev_struct;
+    set_rule1<rev_struct_s>(rule);
     set_bp<bp_car>(bp);
   } else if (!strcmp(n, "cdr")) {
-    rule->native1 = rev_struct;
+    set_rule1<rev_struct_s>(rule);
     set_bp<bp_cdr>(bp);
   }
 }

@@ -182,6 +182,11 @@ struct Compiler {
     size_t n = b->binds.size();
     for (size_t i = 0; i < n; i++) {
       Binding& bd = b->binds[i];
+      // (cons value backpropagator) = (f a), taken apart at once: one instruction, and natively
+      // implemented callees never build the pair.
+      bool split = bd.op == Op::App && i + 2 < n && !(tail && i + 1 == n) && uses[bd.x] == 2 &&
+                   b->binds[i + 1].op == Op::Car && b->binds[i + 1].a == bd.x &&
+                   b->binds[i + 2].op == Op::Cdr && b->binds[i + 2].a == bd.x;
       Instr in{};
       in.op = bd.op;
       in.src = &bd;
@@ -198,6 +203,12 @@ struct Compiler {
           break;
         case Op::App:
           in.tail = tail && last;
+          if (split) {
+            in.split = true;
+            in.x = b->binds[i + 1].x->slot;
+            in.x2 = b->binds[i + 2].x->slot;
+            in.tail = false;
+          }
           // Fuse (f (cons p q)) when the pair is used only here: binary primitives then take
           // their two arguments without the pair being allocated.
           if (!ins.empty() && ins.back().op == Op::Cons && b->binds[i - 1].x == bd.b && uses[bd.b] == 1) {
@@ -218,6 +229,7 @@ struct Compiler {
         default: break;
       }
       ins.push_back(in);
+      if (split) i += 2;
     }
     c->n = (int)ins.size();
     c->ins = static_cast<Instr*>(gc_alloc(sizeof(Instr) * (ins.size() ? ins.size() : 1)));

@@ -99,6 +99,10 @@ struct Lambda {
   // (e.g. a nested transform), and the interpreter then runs the body as usual.
   Value (*native1)(Closure*, Value) = nullptr;
   Value (*native2)(Closure*, Value, Value) = nullptr;  // the argument is the pair (a . b)
+  // The same, for a caller that takes the result pair apart at once (a reverse transform's
+  // `(cons value backpropagator)`): the two halves go to out[0], out[1]; false = fall back.
+  bool (*native_split1)(Closure*, Value, Value* out) = nullptr;
+  bool (*native_split2)(Closure*, Value, Value, Value* out) = nullptr;
   Prim* native_prim = nullptr;
   Lambda* native_bp = nullptr;  // a reverse rule's backpropagator lambda
   // A backpropagator's native body without the sensitivity tags: ȳ to (f̄ . x̄), for BackCall.

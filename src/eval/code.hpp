@@ -13,7 +13,8 @@ struct Instr {
   Op op;
   uint8_t op2;  // AppPair: argument is (cons b b2), not allocated for binary primitives
   bool tail;
-  int x, a, b, b2;
+  bool split;   // App whose result pair is taken apart at once: car to slot x, cdr to slot x2
+  int x, a, b, b2, x2;
   int ncaps;
   int* caps;
   Value k;

@@ -99,6 +99,34 @@ struct Exec {
 
   Value get(int r) const { return r >= 0 ? fr[r] : env[-r - 1]; }
 
+  // x, x2 = car, cdr of (f a): the forward phase's call in reverse-transformed code.
+  void run_split(const Instr* ip) {
+    Value fv = get(ip->a);
+    Value out[2];
+    if (is(fv, Kind::Closure)) {
+      Closure* cl = static_cast<Closure*>(fv.as_obj());
+      Lambda* lam = cl->lambda;
+      bool done = ip->op2 == AppPair ? lam->native_split2 && lam->native_split2(cl, get(ip->b), get(ip->b2), out)
+                                     : lam->native_split1 && lam->native_split1(cl, get(ip->b), out);
+      if (done) {
+        fr[ip->x] = out[0];
+        fr[ip->x2] = out[1];
+        return;
+      }
+    }
+    Value av = ip->op2 == AppPair ? cons(get(ip->b), get(ip->b2)) : get(ip->b);
+    Value r = apply(fv, av, ip->src->pos);
+    if (is_lazy(r)) r = force(r);
+    if (!is_pair(r)) {
+      Binding shape;
+      shape.pattern = "(cons value backpropagator)";
+      shape.pos = ip->src->pos;
+      pattern_error(r, &shape);
+    }
+    fr[ip->x] = car(r);
+    fr[ip->x2] = cdr(r);
+  }
+
   // Runs a body. Returns true for a tail call (leaving the callee and argument in f, arg).
   bool run(const Code* c, Value& f, Value& arg, Value& result) {
     const Instr* ip = c->ins;
@@ -109,6 +137,10 @@ struct Exec {
         case Op::Copy: fr[ip->x] = get(ip->a); break;
         case Op::Global: fr[ip->x] = global_value(ip->src); break;
         case Op::App: {
+          if (ip->split) {
+            run_split(ip);
+            break;
+          }
           Value fv = get(ip->a);
           Value av;
           if (ip->op2 == AppPair) {
