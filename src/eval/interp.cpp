@@ -95,39 +95,40 @@ std::string find_include(Interp& in, const std::string& name, const std::string&
 
 }  // namespace
 
+void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<void(Value, Pos)>& on_value) {
+  static const char* include = intern("include");
+  if (form->type == Sx::Pair && sx_is_sym(form->car, include)) {
+    Sx* arg = form->cdr->type == Sx::Pair ? form->cdr->car : nullptr;
+    if (!arg || arg->type != Sx::Str || form->cdr->cdr->type != Sx::Nil)
+      throw Error("include: expected (include \"name\")", form->pos);
+    std::string path = find_include(in, std::string(arg->text, arg->len), opt.dir.empty() ? "." : opt.dir, form->pos);
+    char real[4096];
+    std::string key = realpath(path.c_str(), real) ? real : path;
+    if (in.included.count(key)) return;
+    in.included.insert(key);
+    RunOptions sub = opt;
+    sub.dir = dir_of(path);
+    run_text(in, read_file(path), intern(path), sub, on_value);
+    return;
+  }
+  for (const TopLevel& t : expand_toplevel(in, form, opt.prelude, opt.dir)) {
+    Value v = run_toplevel(in, t);
+    if (t.cell) {
+      if (is(v, Kind::Closure)) {
+        Lambda* l = static_cast<Closure*>(v.as_obj())->lambda;
+        if (!l->name) l->name = t.cell->name;
+      }
+      t.cell->value = v;
+    } else if (t.print) {
+      on_value(v, t.pos);
+    }
+  }
+}
+
 void run_text(Interp& in, const std::string& text, const char* file, const RunOptions& opt,
               const std::function<void(Value, Pos)>& on_value) {
   gc_vector<TopForm> forms = read_program(text, file);
-  const char* include = intern("include");
-  for (const TopForm& f : forms) {
-    Sx* form = f.form;
-    if (form->type == Sx::Pair && sx_is_sym(form->car, include)) {
-      Sx* arg = form->cdr->type == Sx::Pair ? form->cdr->car : nullptr;
-      if (!arg || arg->type != Sx::Str || form->cdr->cdr->type != Sx::Nil)
-        throw Error("include: expected (include \"name\")", form->pos);
-      std::string path = find_include(in, std::string(arg->text, arg->len), opt.dir.empty() ? "." : opt.dir, form->pos);
-      char real[4096];
-      std::string key = realpath(path.c_str(), real) ? real : path;
-      if (in.included.count(key)) continue;
-      in.included.insert(key);
-      RunOptions sub = opt;
-      sub.dir = dir_of(path);
-      run_text(in, read_file(path), intern(path), sub, on_value);
-      continue;
-    }
-    for (const TopLevel& t : expand_toplevel(in, form, opt.prelude, opt.dir)) {
-      Value v = run_toplevel(in, t);
-      if (t.cell) {
-        if (is(v, Kind::Closure)) {
-          Lambda* l = static_cast<Closure*>(v.as_obj())->lambda;
-          if (!l->name) l->name = t.cell->name;
-        }
-        t.cell->value = v;
-      } else if (t.print) {
-        on_value(v, t.pos);
-      }
-    }
-  }
+  for (const TopForm& f : forms) run_form(in, f.form, opt, on_value);
 }
 
 // ---- primitives' forward and reverse versions, from their rules ----

@@ -69,6 +69,8 @@ struct RunOptions {
 };
 void run_text(Interp& in, const std::string& text, const char* file, const RunOptions& opt,
               const std::function<void(Value, Pos)>& on_value);
+// Runs one top-level form (a definition, an expression, an include) as run_text does.
+void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<void(Value, Pos)>& on_value);
 std::string read_file(const std::string& path);
 
 }  // namespace vlad

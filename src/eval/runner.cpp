@@ -168,26 +168,7 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
     try {
       RunOptions opt;
       opt.dir = dir;
-      // run one form through the same pipeline as a file
-      std::string one;  // not used: we run the form directly
-      const char* include = intern("include");
-      if (f.form->type == Sx::Pair && sx_is_sym(f.form->car, include)) {
-        std::string src = sx_to_string(f.form);
-        run_text(in, src, file, opt, [&](Value v, Pos) { values.push_back(v); });
-      } else {
-        for (const TopLevel& t : expand_toplevel(in, f.form, false, dir)) {
-          Value v = run_toplevel(in, t);
-          if (t.cell) {
-            if (is(v, Kind::Closure)) {
-              Lambda* l = static_cast<Closure*>(v.as_obj())->lambda;
-              if (!l->name) l->name = t.cell->name;
-            }
-            t.cell->value = v;
-          } else {
-            values.push_back(v);
-          }
-        }
-      }
+      run_form(in, f.form, opt, [&](Value v, Pos) { values.push_back(v); });
     } catch (Error& e) {
       attach_trace(e);
       if (expect_error && std::string(e.what()).find(want_text) != std::string::npos) {
