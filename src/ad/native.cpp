@@ -232,61 +232,67 @@ inline bool plain_real(Value v, double& y) {
   return true;
 }
 
-inline Value result_pair(Value x_bar) { return cons(Value::nil(), x_bar); }
+// The sensitivities a backpropagator returns: f̄ (a primitive's is ()) and x̄.
+inline bool result(Value* out, Value x_bar) {
+  out[0] = Value::nil();
+  out[1] = x_bar;
+  return true;
+}
 
-Value bp_unary(Closure* c, Value yv) {
+bool bp_unary(Closure* c, Value yv, Value* out) {
   double y, d;
-  if (!plain_real(yv, y) || !c->env[0].is_real()) return Value::unbound();
+  if (!plain_real(yv, y) || !c->env[0].is_real()) return false;
   Prim* p = c->lambda->native_prim;
   unary_derivative(p->name, c->env[0].as_real(), d);
   count(ids().mul);
-  return result_pair(Value::real(d * y));
+  return result(out, Value::real(d * y));
 }
 
-Value bp_binary(Closure* c, Value yv) {
+bool bp_binary(Closure* c, Value yv, Value* out) {
   double y;
-  if (!plain_real(yv, y)) return Value::unbound();
+  if (!plain_real(yv, y)) return false;
   Prim* p = c->lambda->native_prim;
   const Ids& I = ids();
-  if (!strcmp(p->name, "+")) return result_pair(cons(Value::real(y), Value::real(y)));
+  if (!strcmp(p->name, "+")) return result(out, cons(Value::real(y), Value::real(y)));
   if (!strcmp(p->name, "-")) {
     count(I.sub);
-    return result_pair(cons(Value::real(y), Value::real(0 - y)));
+    return result(out, cons(Value::real(y), Value::real(0 - y)));
   }
-  if (!c->env[0].is_real() || !c->env[1].is_real()) return Value::unbound();
+  if (!c->env[0].is_real() || !c->env[1].is_real()) return false;
   double x1 = c->env[0].as_real(), x2 = c->env[1].as_real();
   if (!strcmp(p->name, "*")) {
     count(I.mul, 2);
-    return result_pair(cons(Value::real(x2 * y), Value::real(x1 * y)));
+    return result(out, cons(Value::real(x2 * y), Value::real(x1 * y)));
   }
   double d1, d2;
   binary_partials(p->name, x1, x2, d1, d2);
   count(I.mul, 2);
-  return result_pair(cons(Value::real(d1 * y), Value::real(d2 * y)));
+  return result(out, cons(Value::real(d1 * y), Value::real(d2 * y)));
 }
 
-Value bp_zero_sens(Closure* c, Value) { return result_pair(rzero(c->env[0])); }
+bool bp_zero_sens(Closure* c, Value, Value* out) { return result(out, rzero(c->env[0])); }
 
-Value bp_car(Closure* c, Value y) {
+bool bp_car(Closure* c, Value y, Value* out) {
   Value xr = force(c->env[0]);
-  return result_pair(cons(y, rzero(cdr(xr))));
+  return result(out, cons(y, rzero(cdr(xr))));
 }
 
-Value bp_cdr(Closure* c, Value y) {
+bool bp_cdr(Closure* c, Value y, Value* out) {
   Value xr = force(c->env[0]);
-  return result_pair(cons(rzero(car(xr)), y));
+  return result(out, cons(rzero(car(xr)), y));
 }
 
 // The backpropagator as a program calls it: (sensitize ȳ) to (sensitize (cons f̄ x̄)).
-template <Value (*RAW)(Closure*, Value)>
+template <bool (*RAW)(Closure*, Value, Value*)>
 Value tagged(Closure* c, Value ys) {
   if (is_lazy(ys)) ys = force(ys);
   if (!is(ys, Kind::Sensitivity)) return Value::unbound();
-  Value r = RAW(c, static_cast<Tagged*>(ys.as_obj())->v);
-  return r.is_unbound() ? r : sensitize(r);
+  Value out[2];
+  if (!RAW(c, static_cast<Tagged*>(ys.as_obj())->v, out)) return Value::unbound();
+  return sensitize(cons(out[0], out[1]));
 }
 
-template <Value (*RAW)(Closure*, Value)>
+template <bool (*RAW)(Closure*, Value, Value*)>
 void set_bp(Lambda* bp) {
   bp->native1 = tagged<RAW>;
   bp->native_back = RAW;

@@ -218,8 +218,13 @@ struct Reverse {
   std::unordered_map<Var*, IfInfo> ifs;
   std::vector<Var*> all_bps;
 
+  // Variables bound to constants and globals: their sensitivities flow nowhere (ρ of those
+  // bindings is empty), so accumulating them is dead code.
+  std::unordered_map<Var*, bool> constant_vars;
+
   // x̄ ⊕= e, with the zero start known statically (paper §4: ρ accumulates with ⊕).
   void acc(Var* x, Var* e) {
+    if (constant_vars.count(x)) return;
     auto it = sens.find(x);
     if (it == sens.end()) {
       sens[x] = e;
@@ -238,9 +243,13 @@ struct Reverse {
     out.pos = b.pos;
     Var* x = nullptr;
     switch (b.op) {
-      case Op::Const: x = out.constant(star_j(b.constant)); break;
+      case Op::Const:
+        x = out.constant(star_j(b.constant));
+        constant_vars[b.x] = true;
+        break;
       case Op::Copy: x = lookup(fw, b.a); break;
       case Op::Global: {
+        constant_vars[b.x] = true;
         Binding& n = out.emit(Op::Global, b.x->name);
         n.cell = b.cell;
         n.xf = append_xf(b.xf, 'R');

@@ -184,7 +184,7 @@ struct Compiler {
       Binding& bd = b->binds[i];
       // (cons value backpropagator) = (f a), taken apart at once: one instruction, and natively
       // implemented callees never build the pair.
-      bool split = bd.op == Op::App && i + 2 < n && !(tail && i + 1 == n) && uses[bd.x] == 2 &&
+      bool split = (bd.op == Op::App || bd.op == Op::BackCall) && i + 2 < n && uses[bd.x] == 2 &&
                    b->binds[i + 1].op == Op::Car && b->binds[i + 1].a == bd.x &&
                    b->binds[i + 2].op == Op::Cdr && b->binds[i + 2].a == bd.x;
       Instr in{};
@@ -200,6 +200,13 @@ struct Compiler {
           in.then_ = body(bd.then_, tail && last);
           in.else_ = body(bd.else_, tail && last);
           in.tail = tail && last;
+          break;
+        case Op::BackCall:
+          if (split) {
+            in.split = true;
+            in.x = b->binds[i + 1].x->slot;
+            in.x2 = b->binds[i + 2].x->slot;
+          }
           break;
         case Op::App:
           in.tail = tail && last;

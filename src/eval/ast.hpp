@@ -105,8 +105,9 @@ struct Lambda {
   bool (*native_split2)(Closure*, Value, Value, Value* out) = nullptr;
   Prim* native_prim = nullptr;
   Lambda* native_bp = nullptr;  // a reverse rule's backpropagator lambda
-  // A backpropagator's native body without the sensitivity tags: ȳ to (f̄ . x̄), for BackCall.
-  Value (*native_back)(Closure*, Value) = nullptr;
+  // A backpropagator's native body without the sensitivity tags, for BackCall: ȳ to f̄ in
+  // out[0] and x̄ in out[1]; false = fall back.
+  bool (*native_back)(Closure*, Value, Value* out) = nullptr;
 
   Code* code = nullptr;     // compiled on first call
   Value empty_closure;      // when `free` is empty, the one closure of this lambda

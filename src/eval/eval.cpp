@@ -223,19 +223,35 @@ struct Exec {
           fr[ip->x] = r;
           break;
         }
-        case Op::BackCall: {
+        case Op::BackCall: {  // (f̄ . x̄) = (unsensitize (bp (sensitize ȳ))), usually split at once
           Value fv = get(ip->a);
+          Value out[2];
           if (is(fv, Kind::Closure)) {
             Closure* cl = static_cast<Closure*>(fv.as_obj());
-            if (cl->lambda->native_back) {
-              Value r = cl->lambda->native_back(cl, get(ip->b));
-              if (!r.is_unbound()) {
-                fr[ip->x] = r;
-                break;
+            if (cl->lambda->native_back && cl->lambda->native_back(cl, get(ip->b), out)) {
+              if (ip->split) {
+                fr[ip->x] = out[0];
+                fr[ip->x2] = out[1];
+              } else {
+                fr[ip->x] = cons(out[0], out[1]);
               }
+              break;
             }
           }
-          fr[ip->x] = unsensitize(apply(fv, sensitize(get(ip->b)), ip->src->pos));
+          Value r = unsensitize(apply(fv, sensitize(get(ip->b)), ip->src->pos));
+          if (ip->split) {
+            if (is_lazy(r)) r = force(r);
+            if (!is_pair(r)) {
+              Binding shape;
+              shape.pattern = "(cons f-bar x-bar)";
+              shape.pos = ip->src->pos;
+              pattern_error(r, &shape);
+            }
+            fr[ip->x] = car(r);
+            fr[ip->x2] = cdr(r);
+          } else {
+            fr[ip->x] = r;
+          }
           break;
         }
         case Op::EnvRef: {
