@@ -24,7 +24,6 @@ Interp::Interp() {
   p_rzero = prim("%rzero");
   p_sensitize = prim("sensitize");
   p_unsensitize = prim("unsensitize");
-  p_if = prim("if-procedure");
   Interp* saved = current;
   current = this;
   RunOptions opt;

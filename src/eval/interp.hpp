@@ -29,7 +29,7 @@ struct Interp {
 
   // Primitives the AD transforms insert into code.
   Prim *p_plus = nullptr, *p_zero = nullptr, *p_rzero = nullptr, *p_sensitize = nullptr,
-       *p_unsensitize = nullptr, *p_if = nullptr;
+       *p_unsensitize = nullptr;
 
   Interp();
   Cell* cell(const char* name, bool prelude);
