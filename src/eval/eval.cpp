@@ -32,6 +32,12 @@ static const char* const prelude_file = intern("<prelude>");
 static const char* const rules_file = intern("<rules>");
 static inline bool internal(Pos p) { return p.file == prelude_file || p.file == rules_file; }
 
+void release_call_records() {
+  free(call_records);
+  call_records = nullptr;
+  call_capacity = 0;
+}
+
 static void grow_call_records(long need) {
   long cap = call_capacity ? call_capacity : 1024;
   while (cap <= need) cap *= 2;

@@ -57,6 +57,8 @@ Value apply(Value f, Value arg, Pos call_pos = Pos());
 // Fills an error's location (when missing) and call trace from this thread's call records.
 // Call where the error is caught, before evaluating anything else.
 void attach_trace(Error& e);
+// Frees this thread's call records (when an evaluation thread ends).
+void release_call_records();
 Value run_toplevel(Interp& in, const TopLevel& t);
 void compile(Lambda* lam);
 Value closure_of(Lambda* lam, const Value* env);

@@ -40,6 +40,7 @@ void* thread_main(void* arg) {
   } catch (...) {
     job->error = std::current_exception();
   }
+  release_call_records();
   current = nullptr;
   return nullptr;
 }
