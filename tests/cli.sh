@@ -274,4 +274,10 @@ printf '(define (sq x) (* x x))\n(sq 5)\n(car 5)\n(sq 6)\n' >pipe.in
 IN_FILE=pipe.in run 30 "$V"
 if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '25\n36')" ] && printf '%s' "$ERR" | grep -q 'error'; then ok "repl from a pipe: values, errors, recovery"
 else notok "repl from a pipe: values, errors, recovery" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
+# regression: 200,000 nested parentheses typed at the REPL crashed its input scan (stack)
+{ head -c 200000 /dev/zero | tr '\0' '('; head -c 200000 /dev/zero | tr '\0' ')'; echo; echo '(+ 1 2)'; } >nest.in
+IN_FILE=nest.in run 60 "$V"
+if [ $RC -eq 0 ] && [ "$OUT" = "3" ] && printf '%s' "$ERR" | grep -q 'error'; then ok "repl: deeply nested input is an error, not a crash"
+else notok "repl: deeply nested input is an error, not a crash" "exit $RC, stdout '$(one_line "$OUT")'"; fi
 exit 0

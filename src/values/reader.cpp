@@ -303,15 +303,35 @@ gc_vector<TopForm> read_program(const std::string& text, const char* file) {
   return out;
 }
 
+// A scan, not a read: it runs on the REPL's own (small) stack, where a recursive reader could
+// overflow on hostile nesting. Incomplete means an open list, string or block comment.
 bool input_complete(const std::string& text) {
-  try {
-    read_program(text, "<input>");
-    return true;
-  } catch (const Error& e) {
-    std::string m = e.what();
-    return !(m.find("missing ')'") != std::string::npos || m.find("unterminated") != std::string::npos ||
-             m.find("at end of input") != std::string::npos || m.find("end of input") != std::string::npos);
+  long depth = 0;
+  size_t i = 0, n = text.size();
+  while (i < n) {
+    char c = text[i];
+    if (c == ';') {
+      while (i < n && text[i] != '\n') i++;
+    } else if (c == '"') {
+      for (i++; i < n && text[i] != '"'; i++)
+        if (text[i] == '\\') i++;
+      if (i >= n) return false;
+      i++;
+    } else if (c == '#' && i + 1 < n && text[i + 1] == '|') {
+      long nest = 1;
+      for (i += 2; i < n && nest > 0;) {
+        if (text[i] == '|' && i + 1 < n && text[i + 1] == '#') { nest--; i += 2; }
+        else if (text[i] == '#' && i + 1 < n && text[i + 1] == '|') { nest++; i += 2; }
+        else i++;
+      }
+      if (nest > 0) return false;
+    } else {
+      if (c == '(' || c == '[') depth++;
+      else if (c == ')' || c == ']') depth--;
+      i++;
+    }
   }
+  return depth <= 0;
 }
 
 std::string sx_to_string(const Sx* s) {
