@@ -104,6 +104,8 @@ vlad::Value forced(const Root* r) { return forced(value_of(r)); }
 
 // True when `name` reads back as exactly that symbol (host names are spliced into rule source).
 bool is_symbol_name(const std::string& name) {
+  // no delimiters at all (and so no nesting for the reader, which runs on the host's stack)
+  if (name.empty() || name.find_first_of("()[]\";' \t\n\r\f|") != std::string::npos) return false;
   try {
     gc_vector<TopForm> forms = read_program(name, "<name>");
     return forms.size() == 1 && forms[0].form->type == Sx::Sym && !forms[0].expected && name == forms[0].form->text;
