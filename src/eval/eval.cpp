@@ -121,11 +121,15 @@ struct Exec {
       }
     }
     Value av = ip->op2 == AppPair ? cons(get(ip->b), get(ip->b2)) : get(ip->b);
-    Value r = apply(fv, av, ip->src->pos);
+    split_into(ip, apply(fv, av, ip->src->pos), "(cons value backpropagator)");
+  }
+
+  // The two halves of a pair into slots x and x2 (a split instruction's result).
+  void split_into(const Instr* ip, Value r, const char* shape_text) {
     if (is_lazy(r)) r = force(r);
     if (!is_pair(r)) {
       Binding shape;
-      shape.pattern = "(cons value backpropagator)";
+      shape.pattern = shape_text;
       shape.pos = ip->src->pos;
       pattern_error(r, &shape);
     }
@@ -245,19 +249,8 @@ struct Exec {
             }
           }
           Value r = unsensitize(apply(fv, sensitize(get(ip->b)), ip->src->pos));
-          if (ip->split) {
-            if (is_lazy(r)) r = force(r);
-            if (!is_pair(r)) {
-              Binding shape;
-              shape.pattern = "(cons f-bar x-bar)";
-              shape.pos = ip->src->pos;
-              pattern_error(r, &shape);
-            }
-            fr[ip->x] = car(r);
-            fr[ip->x2] = cdr(r);
-          } else {
-            fr[ip->x] = r;
-          }
+          if (ip->split) split_into(ip, r, "(cons f-bar x-bar)");
+          else fr[ip->x] = r;
           break;
         }
         case Op::EnvRef: {
