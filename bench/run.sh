@@ -201,24 +201,19 @@ echo
 
 echo "(d) reverse mode: ratio = ops(forward phase + one backpropagator call) / ops(primal); times minus mode 0"
 echo "    (timeout ${TL} s per run)"
-echo "1. the same f (bench/rev1_f.vlad)"
-fam_header grad "every component real?, first component"
-family rev1_f.vlad 100 1000 10000 100000
-echo "2. chain x_(k+1) = 0.5 (x_k + x_k), k < n (bench/rev2_chain.vlad)"
-fam_header grad "derivative, 1"
-family rev2_chain.vlad 100 1000 10000 100000
-echo "3. 1000 projections (car p) out of p = (small . huge), huge n reals (bench/rev3_proj.vlad); should not grow with n"
-fam_header grad "d/d small, 3000"
-family rev3_proj.vlad 100 1000 10000 100000
-echo "4. the sum of n inputs held in a list (bench/rev4_sum.vlad)"
-fam_header grad "every component real?, first component"
-family rev4_sum.vlad 100 1000 10000 100000
-echo "5. sharing: x_k = (cons x_(k-1) x_(k-1)), then zero, *j and plus of x_n, walked (bench/rev5_sharing.vlad); time should be O(n)"
-fam_header "zero/*j/plus" "(0 1 2 1)"
-family rev5_sharing.vlad 100 1000 10000 100000
-echo "6. n steps calling a closure that captures the input (bench/rev6_closure.vlad)"
-fam_header grad "derivative, n/2"
-family rev6_closure.vlad 100 1000 10000 100000
+rev_family() {  # title column value-label file
+  echo "$1"
+  fam_header "$2" "$3"
+  family "$4" 100 1000 10000 100000
+}
+rev_family "1. the same f (bench/rev1_f.vlad)" grad "every component real?, first component" rev1_f.vlad
+rev_family "2. chain x_(k+1) = 0.5 (x_k + x_k), k < n (bench/rev2_chain.vlad)" grad "derivative, 1" rev2_chain.vlad
+rev_family "3. 1000 projections (car p) out of p = (small . huge), huge n reals (bench/rev3_proj.vlad); should not grow with n" \
+  grad "d/d small, 3000" rev3_proj.vlad
+rev_family "4. the sum of n inputs held in a list (bench/rev4_sum.vlad)" grad "every component real?, first component" rev4_sum.vlad
+rev_family "5. sharing: x_k = (cons x_(k-1) x_(k-1)), then zero, *j and plus of x_n, walked (bench/rev5_sharing.vlad); time should be O(n)" \
+  "zero/*j/plus" "(0 1 2 1)" rev5_sharing.vlad
+rev_family "6. n steps calling a closure that captures the input (bench/rev6_closure.vlad)" grad "derivative, n/2" rev6_closure.vlad
 echo
 echo "(e) the example programs"
 "$(dirname "$0")/examples.sh" "$V"
