@@ -145,7 +145,7 @@ int repl(Interp& in) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  GC_INIT();  // on the main thread, before any evaluation thread exists
+  vlad::gc_init();  // on the main thread, before any evaluation thread exists
   std::ios::sync_with_stdio(false);
   std::vector<std::string> includes, checks;
   std::string file, expr;

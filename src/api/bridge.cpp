@@ -24,7 +24,7 @@ namespace {
 void init_collector() {
   static std::once_flag once;
   std::call_once(once, [] {
-    GC_INIT();
+    gc_init();
     GC_allow_register_threads();
   });
 }

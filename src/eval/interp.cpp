@@ -13,7 +13,7 @@ namespace vlad {
 extern const char* prelude_source;
 
 Interp::Interp() {
-  GC_INIT();
+  gc_init();
   // A reverse pass keeps its whole forward phase alive until the backpropagator runs, so the
   // live heap grows steadily; collecting when the heap has doubled (not grown by a third)
   // halves the marking work there (W3 gradient at n = 10^5: 0.97 s -> 0.50 s, +23% memory).

@@ -9,6 +9,14 @@
 
 namespace vlad {
 
+void gc_init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    GC_set_all_interior_pointers(0);
+    GC_INIT();
+  });
+}
+
 void* gc_alloc(size_t bytes) {
   void* p = GC_MALLOC(bytes);
   if (!p) throw Error("out of memory");

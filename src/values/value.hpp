@@ -105,6 +105,10 @@ struct LazyZero : Obj { Value src; };  // aux = strip
 struct LazyJ : Obj { Value src; Value built; };  // aux = n
 
 // ---- allocation: everything goes through gc_alloc ----
+// Initialises the collector (idempotent; call on the main thread first): only pointers to the start
+// of an object keep it alive, so a 16-byte pair takes 16 bytes (all-interior-pointers would add a
+// byte to every object, doubling the small ones).
+void gc_init();
 void* gc_alloc(size_t bytes);
 void* gc_alloc_atomic(size_t bytes);
 
