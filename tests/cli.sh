@@ -163,11 +163,18 @@ else notok "--check with all checks passing exits 0" "exit $RC, stdout '$(one_li
 printf '(define (f n acc) (if (= n 0) acc (f (- n 1) (+ acc (sin n)))))\n(f 1000 0)\n' >meter.vlad
 run "$V" --meter meter.vlad
 want=$(printf '+ 1000\n- 1000\n= 1001\nsin 1000')
-got=$(printf '%s\n' "$ERR" | grep -v '^total' | sort)
+got=$(printf '%s\n' "$ERR" | grep -v -e '^total' -e '^#' | sort)
 last=$(printf '%s\n' "$ERR" | tail -1)
 if [ $RC -eq 0 ] && [ "$OUT" = 0.8139696340731656 ] && [ "$got" = "$want" ] && [ "$last" = "total primitive operations: 4001" ]; then
   ok "--meter counts: = 1001, - 1000, + 1000, sin 1000, total 4001"
 else notok "--meter counts: = 1001, - 1000, + 1000, sin 1000, total 4001" "exit $RC, stdout '$OUT', stderr '$(one_line "$ERR")'"; fi
+# the work beyond arithmetic: 5 applications an iteration (=, -, sin, +, the loop), steps, allocation
+apps=$(printf '%s\n' "$ERR" | sed -n 's/^# applications: //p')
+steps=$(printf '%s\n' "$ERR" | sed -n 's/^# interpreted steps: //p')
+objs=$(printf '%s\n' "$ERR" | sed -n 's/^# heap objects allocated: //p')
+if [ -n "$apps" ] && [ "$apps" -ge 5000 ] && [ "$apps" -le 5010 ] && [ -n "$steps" ] && [ "$steps" -gt "$apps" ] && [ -n "$objs" ]; then
+  ok "--meter reports applications ($apps), steps ($steps) and heap objects ($objs)"
+else notok "--meter reports applications, steps and heap objects" "stderr '$(one_line "$ERR")'"; fi
 
 # ---------------------------------------------------------------- tail calls, deep recursion, limits
 printf '(define (loop i) (if (= i 0) 0 (loop (- i 1))))\n(loop %s)\n' 1000000 >loop6.vlad

@@ -45,6 +45,7 @@ struct Emitter {
   // ... many times, and every binding is transformed again under nesting.
   std::unordered_map<Prim*, Var*> prims{};
   Binding& emit(Op op, const char* name) {
+    work.transformed_bindings++;
     body->binds.emplace_back();
     Binding& b = body->binds.back();
     b.op = op;
@@ -129,6 +130,7 @@ Body* forward_body(Body* src, VarMap& m) {
   out->binds.reserve(src->binds.size());
   for (const Binding& b : src->binds) {
     Binding n = b;
+    work.transformed_bindings++;
     n.x = tagged_var(b.x, 'F');
     if (b.a) n.a = lookup(m, b.a);
     if (b.b) n.b = lookup(m, b.b);
@@ -437,6 +439,7 @@ struct Reverse {
 
 Lambda* forward_transform(Lambda* lam) {
   if (lam->fwd) return lam->fwd;
+  AnalysisScope analysis;
   VarMap m;
   Lambda* f = start_transform(lam, 'F', m);
   lam->fwd = f;  // before the body: recursive references find it
@@ -446,6 +449,7 @@ Lambda* forward_transform(Lambda* lam) {
 
 Lambda* reverse_transform(Lambda* lam) {
   if (lam->rev) return lam->rev;
+  AnalysisScope analysis;
   Reverse r;
   r.L = lam;
   r.RL = start_transform(lam, 'R', r.fw);

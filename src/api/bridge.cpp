@@ -82,7 +82,7 @@ auto guarded(F&& f) -> decltype(f()) {
 // ---- roots ----
 Root* new_root(vlad::Value v) {
   if (v.is_nil()) return nullptr;
-  Root* r = static_cast<Root*>(GC_MALLOC_UNCOLLECTABLE(sizeof(Root)));
+  Root* r = static_cast<Root*>(gc_alloc_uncollectable(sizeof(Root)));
   if (!r) throw std::bad_alloc();
   new (&r->refs) std::atomic<long>(1);
   r->bits = v.bits;

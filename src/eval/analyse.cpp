@@ -250,6 +250,7 @@ struct Compiler {
 
 void compile(Lambda* lam) {
   if (lam->code) return;
+  AnalysisScope analysis;
   if (!lam->free_done) compute_free_variables(lam);
   Compiler c;
   c.lam = lam;

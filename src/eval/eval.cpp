@@ -141,12 +141,14 @@ struct Exec {
   bool run(const Code* c, Value& f, Value& arg, Value& result) {
     const Instr* ip = c->ins;
     const Instr* end = ip + c->n;
+    work.steps += c->n;  // a block runs to its end (its last instruction may be a tail call)
     for (; ip < end; ip++) {
       switch (ip->op) {
         case Op::Const: fr[ip->x] = ip->k; break;
         case Op::Copy: fr[ip->x] = get(ip->a); break;
         case Op::Global: fr[ip->x] = global_value(ip->src); break;
         case Op::App: {
+          work.applications++;
           if (ip->split) {
             run_split(ip);
             break;
@@ -234,6 +236,7 @@ struct Exec {
           break;
         }
         case Op::BackCall: {  // (f̄ . x̄) = (unsensitize (bp (sensitize ȳ))), usually split at once
+          work.applications++;
           Value fv = get(ip->a);
           Value out[2];
           if (is(fv, Kind::Closure)) {

@@ -51,7 +51,7 @@ Cell* Interp::cell(const char* name, bool prelude) {
   auto& table = prelude ? prelude_cells : user_cells;
   auto it = table.find(name);
   if (it != table.end()) return it->second;
-  Cell* c = static_cast<Cell*>(GC_MALLOC_UNCOLLECTABLE(sizeof(Cell)));
+  Cell* c = static_cast<Cell*>(gc_alloc_uncollectable(sizeof(Cell)));
   c->name = name;
   c->value = Value::unbound();
   table[name] = c;
@@ -110,7 +110,12 @@ void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<v
     run_text(in, read_file(path), intern(path), sub, on_value);
     return;
   }
-  for (const TopLevel& t : expand_toplevel(in, form, opt.prelude, opt.dir)) {
+  gc_vector<TopLevel> tops;
+  {
+    AnalysisScope analysis;
+    tops = expand_toplevel(in, form, opt.prelude, opt.dir);
+  }
+  for (const TopLevel& t : tops) {
     Value v = run_toplevel(in, t);
     if (t.cell) {
       if (is(v, Kind::Closure)) {
@@ -135,6 +140,7 @@ void run_text(Interp& in, const std::string& text, const char* file, const RunOp
 namespace {
 
 Value eval_rule(Prim* p, const char* src, char kind) {
+  AnalysisScope analysis;
   Interp& in = *current;
   gc_vector<TopForm> forms = read_program(src, "<rules>");
   auto tops = expand_toplevel(in, forms[0].form, true, "");

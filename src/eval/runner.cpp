@@ -32,6 +32,7 @@ void* thread_main(void* arg) {
   }
   stack_limit = static_cast<char*>(base) + (size > (8u << 20) ? (4u << 20) : size / 4);
   current = job->in;
+  work = WorkCounters();
   try {
     (*job->fn)();
   } catch (Error& e) {
@@ -41,6 +42,7 @@ void* thread_main(void* arg) {
     job->error = std::current_exception();
   }
   release_call_records();
+  if (job->in) job->in->work_total.add(work);
   current = nullptr;
   return nullptr;
 }
@@ -71,14 +73,21 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
     if (stack != MAP_FAILED) munmap(stack, size);
     // No thread: run here, with the limit at this thread's stack.
     Interp* saved = current;
+    WorkCounters saved_work = work;
     current = in;
+    work = WorkCounters();
+    auto finish = [&] {
+      if (in) in->work_total.add(work);
+      work = saved_work;
+      current = saved;
+    };
     try {
       fn();
     } catch (...) {
-      current = saved;
+      finish();
       throw;
     }
-    current = saved;
+    finish();
     return;
   }
   pthread_join(th, nullptr);
@@ -220,12 +229,21 @@ std::string meter_report(const Interp& in) {
     out += std::string(in.prims[i]->name) + " " + std::to_string(in.meter[i]) + "\n";
     total += in.meter[i];
   }
+  const WorkCounters& w = in.work_total;
+  out += "# interpreted steps: " + std::to_string(w.steps) + "\n";
+  out += "# applications: " + std::to_string(w.applications) + "\n";
+  out += "# heap objects allocated: " + std::to_string(w.objects) + "\n";
+  out += "# heap bytes allocated: " + std::to_string(w.bytes) + "\n";
+  out += "# analysis (expansion, transforms, compilation): " + std::to_string(w.analysis_steps) + " steps, " +
+         std::to_string(w.analysis_objects) + " objects, " + std::to_string(w.analysis_bytes) + " bytes, " +
+         std::to_string(w.transformed_bindings) + " transformed bindings\n";
   out += "total primitive operations: " + std::to_string(total) + "\n";
   return out;
 }
 
 void meter_reset(Interp& in) {
   for (auto& m : in.meter) m = 0;
+  in.work_total = WorkCounters();
 }
 
 uint64_t meter_total(const Interp& in) {

@@ -412,7 +412,7 @@ namespace {
 
 Prim* new_prim(const char* name, int arity, PrimClass cls, Value (*fn1)(Prim*, Value),
                Value (*fn2)(Prim*, Value, Value), const std::string& fwd, const std::string& rev) {
-  Prim* p = static_cast<Prim*>(GC_MALLOC_UNCOLLECTABLE(sizeof(Prim)));
+  Prim* p = static_cast<Prim*>(gc_alloc_uncollectable(sizeof(Prim)));
   new (p) Prim();
   p->kind = Kind::Prim;
   p->name = intern(name);

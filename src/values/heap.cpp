@@ -17,14 +17,42 @@ void gc_init() {
   });
 }
 
+thread_local WorkCounters work;
+static thread_local int analysis_depth = 0;
+
+AnalysisScope::AnalysisScope()
+    : steps_(work.steps), objects_(work.objects), bytes_(work.bytes), outer_(analysis_depth++ == 0) {}
+
+AnalysisScope::~AnalysisScope() {
+  analysis_depth--;
+  if (!outer_) return;
+  uint64_t s = work.steps - steps_, o = work.objects - objects_, b = work.bytes - bytes_;
+  work.steps -= s;
+  work.objects -= o;
+  work.bytes -= b;
+  work.analysis_steps += s;
+  work.analysis_objects += o;
+  work.analysis_bytes += b;
+}
+
 void* gc_alloc(size_t bytes) {
+  work.objects++;
+  work.bytes += bytes;
   void* p = GC_MALLOC(bytes);
   if (!p) throw Error("out of memory");
   return p;
 }
 
 void* gc_alloc_atomic(size_t bytes) {
+  work.objects++;
+  work.bytes += bytes;
   void* p = GC_MALLOC_ATOMIC(bytes);
+  if (!p) throw Error("out of memory");
+  return p;
+}
+
+void* gc_alloc_uncollectable(size_t bytes) {
+  void* p = GC_MALLOC_UNCOLLECTABLE(bytes);
   if (!p) throw Error("out of memory");
   return p;
 }

@@ -111,6 +111,46 @@ struct LazyJ : Obj { Value src; Value built; };  // aux = n
 void gc_init();
 void* gc_alloc(size_t bytes);
 void* gc_alloc_atomic(size_t bytes);
+// Memory the collector scans but never frees (roots: global cells, primitives, host handles).
+void* gc_alloc_uncollectable(size_t bytes);
+
+// The work an evaluation does beyond primitive operations (SPEC §6 metering, extended): counted
+// per thread while it evaluates, and added to its interpreter's totals when the evaluation ends.
+struct WorkCounters {
+  uint64_t steps = 0;         // instructions executed by the interpreter
+  uint64_t applications = 0;  // procedure applications (calls, tail calls, backpropagator calls)
+  uint64_t objects = 0;       // heap objects allocated
+  uint64_t bytes = 0;         // heap bytes requested
+  // The same work done once per lambda: expansion, transforms, compilation (and the steps of
+  // building a primitive's rule closure), kept apart so that the counts above measure running code.
+  uint64_t analysis_steps = 0, analysis_objects = 0, analysis_bytes = 0;
+  uint64_t transformed_bindings = 0;  // bindings emitted by the forward and reverse transforms
+  void add(const WorkCounters& o) {
+    steps += o.steps;
+    applications += o.applications;
+    objects += o.objects;
+    bytes += o.bytes;
+    analysis_steps += o.analysis_steps;
+    analysis_objects += o.analysis_objects;
+    analysis_bytes += o.analysis_bytes;
+    transformed_bindings += o.transformed_bindings;
+  }
+};
+extern thread_local WorkCounters work;
+
+// While one of these is alive on this thread (outermost only), steps and allocation count as
+// analysis.
+class AnalysisScope {
+ public:
+  AnalysisScope();
+  ~AnalysisScope();
+  AnalysisScope(const AnalysisScope&) = delete;
+  AnalysisScope& operator=(const AnalysisScope&) = delete;
+
+ private:
+  uint64_t steps_, objects_, bytes_;
+  bool outer_;
+};
 
 inline Kind kind_of(Value v) { return v.as_obj()->kind; }
 inline bool is(Value v, Kind k) { return v.is_obj() && v.as_obj()->kind == k; }
