@@ -4,8 +4,10 @@
 // Reverse (*j): paper §4 — the forward phase φ of each binding, then a backpropagator lambda
 // that runs ρ of each binding in reverse order, accumulating sensitivities with ⊕.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "../eval/interp.hpp"
 #include "../prims/prims.hpp"
@@ -28,10 +30,12 @@ Var* lookup(const VarMap& m, Var* v) {
   return it->second;
 }
 
+Var* cap_of(const Binding& b, size_t k) { return b.caps ? b.caps[k] : b.lam->free[k]; }
+
 Var** map_caps(const Binding& b, const VarMap& m) {
   size_t n = b.lam->free.size();
   Var** caps = static_cast<Var**>(gc_alloc(sizeof(Var*) * (n ? n : 1)));
-  for (size_t k = 0; k < n; k++) caps[k] = lookup(m, b.caps ? b.caps[k] : b.lam->free[k]);
+  for (size_t k = 0; k < n; k++) caps[k] = lookup(m, cap_of(b, k));
   return caps;
 }
 
@@ -82,6 +86,8 @@ struct Emitter {
     b.pattern = pattern;
     return b.x;
   }
+  // The two halves of a pair-valued binding's result (the compiler fuses the three).
+  std::pair<Var*, Var*> split(Var* p, const char* pattern) { return {proj(Op::Car, p, pattern), proj(Op::Cdr, p, pattern)}; }
   Var* env_ref(Var* a, int index, Lambda* lam) {
     Binding& b = emit(Op::EnvRef, "env");
     b.a = a;
@@ -95,7 +101,76 @@ struct Emitter {
     b.caps = caps;
     return b.x;
   }
+  Var* back_call(Var* bp, Var* y) {
+    Binding& b = emit(Op::BackCall, "back");
+    b.a = bp;
+    b.b = y;
+    return b.x;
+  }
+  // s, or the zero of (*j-inverse fw) when s is the placeholder zero of backpropagator code.
+  Var* sens(Var* s, Var* fw) {
+    Binding& b = emit(Op::Sens, "sens");
+    b.a = s;
+    b.b = fw;
+    return b.x;
+  }
 };
+
+// A copy of a body with fresh variables for everything it binds; `m` maps the variables it
+// refers to but does not bind (those absent from `m` are kept).
+Body* clone_body(Body* src, VarMap& m) {
+  auto get = [&](Var* v) -> Var* {
+    if (!v) return nullptr;
+    auto it = m.find(v);
+    return it == m.end() ? v : it->second;
+  };
+  Body* out = new_body();
+  out->binds.reserve(src->binds.size());
+  for (const Binding& b : src->binds) {
+    Binding n = b;
+    n.a = get(b.a);
+    n.b = get(b.b);
+    n.cache_in = n.cache_out = Value::unbound();
+    if (b.op == Op::Lambda) {
+      size_t k = b.lam->free.size();
+      n.caps = static_cast<Var**>(gc_alloc(sizeof(Var*) * (k ? k : 1)));
+      for (size_t i = 0; i < k; i++) n.caps[i] = get(cap_of(b, i));
+    }
+    if (b.op == Op::If) {
+      n.then_ = clone_body(b.then_, m);
+      n.else_ = clone_body(b.else_, m);
+    }
+    n.x = new_var(b.x->name);
+    m[b.x] = n.x;
+    out->binds.push_back(n);
+  }
+  out->result = get(src->result);
+  return out;
+}
+
+// A raw backpropagator (lam->raw_bp) takes ȳ and returns (f̄ . x̄) without sensitivity tags;
+// as a value it is the procedure (sensitize ∘ body ∘ unsensitize) (SPEC §4). That procedure as
+// an explicit lambda, with the same free variables, is what the transforms see.
+Lambda* tagged_version(Lambda* B) {
+  if (B->wrapped) return B->wrapped;
+  if (!B->free_done) compute_free_variables(B);
+  Lambda* W = new_lambda();
+  W->name = B->name;
+  W->pos = B->pos;
+  W->param = new_var("ys");
+  W->body = new_body();
+  Emitter e{W->body, B->pos};
+  Var* y = e.prim_app(current->p_unsensitize, W->param);
+  VarMap m;
+  m[B->param] = y;
+  Body* copy = clone_body(B->body, m);
+  for (const Binding& b : copy->binds) W->body->binds.push_back(b);
+  W->body->result = e.prim_app(current->p_sensitize, copy->result);
+  W->free.assign(B->free.begin(), B->free.end());
+  W->free_done = true;
+  B->wrapped = W;
+  return W;
+}
 
 // BackCall is shorthand for three calls; the transforms see the calls.
 Body* expand_backcalls(Body* src) {
@@ -186,7 +261,7 @@ void branch_refs(Body* b, std::set<Var*>& refs, std::set<Var*>& bound) {
       branch_refs(bd.then_, refs, bound);
       branch_refs(bd.else_, refs, bound);
     } else if (bd.op == Op::Lambda) {
-      for (size_t k = 0; k < bd.lam->free.size(); k++) refs.insert(bd.caps ? bd.caps[k] : bd.lam->free[k]);
+      for (size_t k = 0; k < bd.lam->free.size(); k++) refs.insert(cap_of(bd, k));
     }
   }
   refs.insert(b->result);
@@ -204,27 +279,92 @@ std::vector<Var*> if_free_vars(const Binding& b) {
   return out;
 }
 
+// The reverse transform of one lambda L (paper §4). Its forward phase runs φ of each binding;
+// every way out of it (its result, or the branch of a tail `if` that is taken) returns
+// (cons x⃖ backpropagator), the backpropagator running ρ of the bindings on that way out in
+// reverse order. A way out that ends in a call is then a tail call of the forward phase (the
+// compiler sees (cons (car p) (λ ... (cdr p) ...)) of the call's p), so loops stay flat.
+//
+// Backpropagators are raw: they take ȳ and return (f̄ . x̄) without sensitivity tags, and inside
+// them a zero that flowed back from a backpropagator call skipped for a zero ȳ is a placeholder
+// (Value::zero_sens), completed to the zero of the right shape (`Sens`) wherever a sensitivity
+// is built into a structure or returned.
 struct Reverse {
   Lambda* L;
   Lambda* RL;
   VarMap fw;                             // x -> x⃖ (paper: reverse variables)
   std::unordered_map<Var*, Var*> tilde;  // App binding x -> its backpropagator (paper: x̃)
-  std::unordered_map<Var*, Var*> sens;   // x -> current x̄ (absent: still zero)
-  Emitter bp{nullptr, Pos()};
-  // An `if` binding's forward phase yields its value and the backpropagator of the branch taken,
-  // which maps x̄ to the list of sensitivities of the variables the `if` refers to.
+  std::unordered_set<Var*> constant_vars;
+  // A non-tail `if` binding's forward phase yields its value and the backpropagator of the branch
+  // taken, which maps x̄ to the list of sensitivities of the variables the `if` refers to.
   struct IfInfo {
     Var* bp;
     std::vector<Var*> vars;
   };
   std::unordered_map<Var*, IfInfo> ifs;
   std::vector<Var*> all_bps;
+  // Projections bound in the forward phase: a -> the variable bound to (car a), (cdr a), env k of a.
+  std::unordered_map<Var*, Var*> car_of, cdr_of;
+  std::unordered_map<Var*, std::map<int, Var*>> env_of;
+  // The source variables whose φ has been emitted on the way to the current point: those a
+  // backpropagator made here may capture. Branches push and pop.
+  std::vector<Var*> scope_log;
+  std::unordered_set<Var*> in_scope;
+  size_t scope_mark() const { return scope_log.size(); }
+  void scope_pop(size_t mark) {
+    while (scope_log.size() > mark) {
+      in_scope.erase(scope_log.back());
+      scope_log.pop_back();
+    }
+  }
+  // The variable bound to a projection of x (found in `known`) if it is in scope here.
+  Var* known_in_scope(std::unordered_map<Var*, Var*>& known, Var* x) {
+    auto k = known.find(x);
+    return k != known.end() && in_scope.count(k->second) ? k->second : nullptr;
+  }
 
-  // Variables bound to constants and globals: their sensitivities flow nowhere (ρ of those
-  // bindings is empty), so accumulating them is dead code.
-  std::unordered_map<Var*, bool> constant_vars;
+  // ---- the state of the backpropagator being written ----
+  std::unordered_map<Var*, Var*> sens;  // x -> current x̄ (absent: still zero)
+  std::unordered_set<Var*> maybe_placeholder;
+  // Sensitivities of projections of one variable, combined into one structure when that
+  // variable's sensitivity is next needed (a pair, or a closure of `lam`), instead of a one-hot
+  // structure per projection added up with ⊕.
+  struct Pending {
+    Var* car = nullptr;
+    Var* cdr = nullptr;
+    Lambda* lam = nullptr;
+    std::map<int, Var*> slots;
+  };
+  std::unordered_map<Var*, Pending> pending;
+  Emitter bp{nullptr, Pos()};
 
-  // x̄ ⊕= e, with the zero start known statically (paper §4: ρ accumulates with ⊕).
+  struct State {
+    std::unordered_map<Var*, Var*> sens;
+    std::unordered_set<Var*> maybe_placeholder;
+    std::unordered_map<Var*, Pending> pending;
+    Emitter bp;
+  };
+  State save() { return State{std::move(sens), std::move(maybe_placeholder), std::move(pending), bp}; }
+  void restore(State& s) {
+    sens = std::move(s.sens);
+    maybe_placeholder = std::move(s.maybe_placeholder);
+    pending = std::move(s.pending);
+    bp = s.bp;
+  }
+  void start_backprop(Lambda* B, Pos pos) {
+    sens.clear();
+    maybe_placeholder.clear();
+    pending.clear();
+    bp = Emitter{B->body, pos};
+  }
+
+  Var* plus(Var* a, Var* b) {
+    Var* r = bp.prim_app(current->p_plus, bp.cons(a, b));
+    if (maybe_placeholder.count(a) && maybe_placeholder.count(b)) maybe_placeholder.insert(r);
+    return r;
+  }
+
+  // x̄ ⊕= e (paper §4: ρ accumulates with ⊕), the zero start known statically.
   void acc(Var* x, Var* e) {
     if (constant_vars.count(x)) return;
     auto it = sens.find(x);
@@ -232,13 +372,74 @@ struct Reverse {
       sens[x] = e;
       return;
     }
-    sens[x] = bp.prim_app(current->p_plus, bp.cons(it->second, e));
+    it->second = plus(it->second, e);
   }
 
-  Var* sens_or_zero(Var* x) {
+  Var* proj(Op op, Var* a, const char* pattern) {
+    Var* r = bp.proj(op, a, pattern);
+    if (maybe_placeholder.count(a)) maybe_placeholder.insert(r);
+    return r;
+  }
+
+  // The zero of (*j-inverse x⃖).
+  Var* zero_of_fw(Var* xf) { return bp.prim_app(current->p_rzero, xf); }
+
+  // x̄ as a value that may be built into a structure or returned: never the placeholder.
+  Var* complete(Var* s, Var* fwv) {
+    if (!maybe_placeholder.count(s)) return s;
+    return bp.sens(s, fwv);
+  }
+
+  // The current x̄ (null when zero), after adding in the pending projections of x.
+  Var* get_sens(Var* x) {
+    auto pit = pending.find(x);
+    if (pit != pending.end()) {
+      Pending p = std::move(pit->second);
+      pending.erase(pit);
+      Var* xf = lookup(fw, x);
+      Var* s;
+      if (p.lam) {
+        Lambda* rl = reverse_transform(p.lam);
+        size_t n = p.lam->free.size();
+        Var** caps = static_cast<Var**>(gc_alloc(sizeof(Var*) * (n ? n : 1)));
+        for (size_t k = 0; k < n; k++) {
+          auto sl = p.slots.find((int)k);
+          auto& slots = env_of[x];
+          auto known = slots.find((int)k);
+          Var* kf = known != slots.end() && in_scope.count(known->second) ? lookup(fw, known->second)
+                                                                          : bp.env_ref(xf, (int)k, rl);
+          caps[k] = sl != p.slots.end() ? complete(sl->second, kf) : zero_of_fw(kf);
+        }
+        s = bp.lambda(p.lam, caps);  // the sensitivity of a closure of lam (paper §4)
+      } else {
+        auto part = [&](Var* ps, std::unordered_map<Var*, Var*>& known, Op op) {
+          Var* k = known_in_scope(known, x);
+          Var* pf = k ? lookup(fw, k) : bp.proj(op, xf, "(cons a d)");
+          return ps ? complete(ps, pf) : zero_of_fw(pf);
+        };
+        Var* a = part(p.car, car_of, Op::Car);
+        Var* d = part(p.cdr, cdr_of, Op::Cdr);
+        s = bp.cons(a, d);
+      }
+      acc(x, s);
+    }
     auto it = sens.find(x);
-    if (it != sens.end()) return it->second;
-    return bp.prim_app(current->p_rzero, lookup(fw, x));  // x̄ = 0 (J⁻¹ x⃖)
+    return it == sens.end() ? nullptr : it->second;
+  }
+
+  void add_pending(Var* a, Op op, int index, Lambda* lam, Var* e) {
+    if (constant_vars.count(a)) return;
+    Pending& p = pending[a];
+    Var** slot = op == Op::Car ? &p.car : op == Op::Cdr ? &p.cdr : &p.slots[index];
+    if (op == Op::EnvRef) p.lam = lam;
+    *slot = *slot ? plus(*slot, e) : e;
+  }
+
+  // x̄ completed, or the zero of x's shape: what a backpropagator returns for x.
+  Var* final_sens(Var* x) {
+    Var* s = get_sens(x);
+    Var* xf = lookup(fw, x);
+    return s ? complete(s, xf) : zero_of_fw(xf);
   }
 
   void phi(const Binding& b, Emitter& out) {
@@ -247,11 +448,12 @@ struct Reverse {
     switch (b.op) {
       case Op::Const:
         x = out.constant(star_j(b.constant));
-        constant_vars[b.x] = true;
+        constant_vars.insert(b.x);
         break;
       case Op::Copy: x = lookup(fw, b.a); break;
+      case Op::Sens: x = out.sens(lookup(fw, b.a), lookup(fw, b.b)); break;
       case Op::Global: {
-        constant_vars[b.x] = true;
+        constant_vars.insert(b.x);
         Binding& n = out.emit(Op::Global, b.x->name);
         n.cell = b.cell;
         n.xf = append_xf(b.xf, 'R');
@@ -260,19 +462,21 @@ struct Reverse {
       }
       case Op::App: {  // φ{x_i = x_j x_k} ≡ (x⃖_i, x̃_i) = x⃖_j x⃖_k
         Var* p = out.app(lookup(fw, b.a), lookup(fw, b.b));
-        x = out.proj(Op::Car, p);
-        tilde[b.x] = out.proj(Op::Cdr, p);
-        all_bps.push_back(tilde[b.x]);
+        auto [v, t] = out.split(p, "(cons value backpropagator)");
+        x = v;
+        tilde[b.x] = t;
+        all_bps.push_back(t);
         break;
       }
-      case Op::Lambda: {  // φ{x_i = λ x e} ≡ x⃖_i = ←(λ x e)
-        Binding tmp = b;
-        x = out.lambda(reverse_transform(b.lam), map_caps(tmp, fw));
+      case Op::Lambda:  // φ{x_i = λ x e} ≡ x⃖_i = ←(λ x e)
+        x = out.lambda(reverse_transform(b.lam), map_caps(b, fw));
         break;
-      }
       case Op::Cons: x = out.cons(lookup(fw, b.a), lookup(fw, b.b)); break;
       case Op::Car:
-      case Op::Cdr: x = out.proj(b.op, lookup(fw, b.a), b.pattern); break;
+      case Op::Cdr:
+        x = out.proj(b.op, lookup(fw, b.a), b.pattern);
+        (b.op == Op::Car ? car_of : cdr_of).emplace(b.a, b.x);
+        break;
       case Op::Check: {
         Binding& n = out.emit(Op::Check, "_");
         n.a = lookup(fw, b.a);
@@ -281,7 +485,10 @@ struct Reverse {
         x = n.x;
         break;
       }
-      case Op::EnvRef: x = out.env_ref(lookup(fw, b.a), b.index, reverse_transform(b.lam)); break;
+      case Op::EnvRef:
+        x = out.env_ref(lookup(fw, b.a), b.index, reverse_transform(b.lam));
+        env_of[b.a].emplace(b.index, b.x);
+        break;
       case Op::BackCall: throw Error("internal error: BackCall survived expansion");
       case Op::If: {
         // The paper encodes `if` as a call of if-procedure on two thunks; transforming the
@@ -294,14 +501,16 @@ struct Reverse {
         n.then_ = t;
         n.else_ = e;
         Var* pr = n.x;
-        x = out.proj(Op::Car, pr, "(cons value backpropagator)");
-        Var* bpv = out.proj(Op::Cdr, pr, "(cons value backpropagator)");
+        auto [v, bpv] = out.split(pr, "(cons value backpropagator)");
+        x = v;
         ifs[b.x] = IfInfo{bpv, vars};
         all_bps.push_back(bpv);
         break;
       }
     }
     fw[b.x] = x;
+    scope_log.push_back(b.x);
+    in_scope.insert(b.x);
   }
 
   // Computes a backpropagator's free variables, backpropagators first, the latest first.
@@ -309,6 +518,7 @@ struct Reverse {
   // object's fields from the last to the first, so with the chain at env[0] its mark stack stays
   // shallow instead of growing with n.
   void finish_backprop(Lambda* B) {
+    B->raw_bp = true;
     compute_free_variables(B);
     std::set<Var*> is_bp(all_bps.begin(), all_bps.end());
     std::stable_sort(B->free.begin(), B->free.end(), [&](Var* a, Var* b) {
@@ -318,28 +528,33 @@ struct Reverse {
     });
   }
 
-  // φ of a branch, ending in (cons x⃖ backpropagator), the backpropagator running ρ of the branch.
+  Lambda* new_backprop(const char* name, Pos pos) {
+    Lambda* B = new_lambda();
+    B->name = name;
+    B->pos = pos;
+    B->param = new_var("ybar");
+    B->body = new_body();
+    return B;
+  }
+
+  // φ of a non-tail branch, ending in (cons x⃖ backpropagator), the backpropagator running ρ of
+  // the branch and returning the list of the sensitivities of `vars`.
   Body* phi_branch(Body* branch, const std::vector<Var*>& vars, Pos pos) {
     branch = expand_backcalls(branch);
     Body* nb = new_body();
     Emitter be{nb, pos};
+    size_t mark = scope_mark();
     for (const Binding& bd : branch->binds) phi(bd, be);
-    Lambda* B = new_lambda();
-    B->name = "backpropagator of if";
-    B->pos = pos;
-    B->param = new_var("ybar");
-    B->body = new_body();
-    auto saved_sens = std::move(sens);
-    Emitter saved_bp = bp;
-    sens.clear();
-    bp = Emitter{B->body, pos};
+    Lambda* B = new_backprop("backpropagator of if", pos);
+    State saved = save();
+    start_backprop(B, pos);
     sens[branch->result] = B->param;
     for (size_t i = branch->binds.size(); i-- > 0;) rho(branch->binds[i]);
     Var* list = bp.constant(Value::nil());
-    for (size_t k = vars.size(); k-- > 0;) list = bp.cons(sens_or_zero(vars[k]), list);
+    for (size_t k = vars.size(); k-- > 0;) list = bp.cons(final_sens(vars[k]), list);
     B->body->result = list;
-    sens = std::move(saved_sens);
-    bp = saved_bp;
+    restore(saved);
+    scope_pop(mark);
     finish_backprop(B);
     Var* bpv = be.lambda(B, nullptr);
     nb->result = be.cons(lookup(fw, branch->result), bpv);
@@ -347,91 +562,117 @@ struct Reverse {
   }
 
   void rho(const Binding& b) {
-    auto it = sens.find(b.x);
-    if (it == sens.end()) return;  // x̄ is zero: nothing flows back
-    Var* xb = it->second;
+    Var* xb = get_sens(b.x);
+    if (!xb) return;  // x̄ is zero: nothing flows back
     bp.pos = b.pos;
     switch (b.op) {
       case Op::Const:
       case Op::Global:
       case Op::Check: return;
-      case Op::Copy: acc(b.a, xb); return;  // ρ{x_i = x_j} ≡ x̄_j ⊕= x̄_i
-      case Op::App: {                        // ρ{x_i = x_j x_k} ≡ (x̄_j, x̄_k) ⊕= x̃_i x̄_i
-        Binding& call = bp.emit(Op::BackCall, "back");
-        call.a = tilde.at(b.x);
-        call.b = xb;
-        Var* u = call.x;
-        Var* fb = bp.proj(Op::Car, u, "(cons f-bar x-bar)");
-        Var* ab = bp.proj(Op::Cdr, u, "(cons f-bar x-bar)");
+      case Op::Copy:  // ρ{x_i = x_j} ≡ x̄_j ⊕= x̄_i
+      case Op::Sens: acc(b.a, xb); return;
+      case Op::App: {  // ρ{x_i = x_j x_k} ≡ (x̄_j, x̄_k) ⊕= x̃_i x̄_i
+        Var* u = bp.back_call(tilde.at(b.x), xb);
+        auto [fb, ab] = bp.split(u, "(cons f-bar x-bar)");
+        maybe_placeholder.insert(fb);
+        maybe_placeholder.insert(ab);
         acc(b.a, fb);  // when j = k both halves accumulate into the same variable
         acc(b.b, ab);
         return;
       }
-      case Op::Lambda: {  // ρ{x_i = λ x e} ≡ [x̄'_1 ... x̄'_l] ⊕= x̄_i (environment sensitivities)
-        for (size_t k = 0; k < b.lam->free.size(); k++)
-          acc(b.caps ? b.caps[k] : b.lam->free[k], bp.env_ref(xb, (int)k, b.lam));
+      case Op::Lambda:  // ρ{x_i = λ x e} ≡ [x̄'_1 ... x̄'_l] ⊕= x̄_i (environment sensitivities)
+        for (size_t k = 0; k < b.lam->free.size(); k++) {
+          Var* e = bp.env_ref(xb, (int)k, b.lam);
+          if (maybe_placeholder.count(xb)) maybe_placeholder.insert(e);
+          acc(cap_of(b, k), e);
+        }
         return;
-      }
       case Op::Cons:
-        acc(b.a, bp.proj(Op::Car, xb, "(cons a d)"));
-        acc(b.b, bp.proj(Op::Cdr, xb, "(cons a d)"));
+        acc(b.a, proj(Op::Car, xb, "(cons a d)"));
+        acc(b.b, proj(Op::Cdr, xb, "(cons a d)"));
         return;
-      case Op::Car: {
-        Var* other = bp.prim_app(current->p_rzero, bp.proj(Op::Cdr, lookup(fw, b.a)));
-        acc(b.a, bp.cons(xb, other));
-        return;
-      }
-      case Op::Cdr: {
-        Var* other = bp.prim_app(current->p_rzero, bp.proj(Op::Car, lookup(fw, b.a)));
-        acc(b.a, bp.cons(other, xb));
-        return;
-      }
-      case Op::EnvRef: {
-        // the sensitivity of a closure of b.lam that is zero but at one environment slot
-        Lambda* rl = reverse_transform(b.lam);
-        size_t n = b.lam->free.size();
-        Var** caps = static_cast<Var**>(gc_alloc(sizeof(Var*) * (n ? n : 1)));
-        for (size_t k = 0; k < n; k++)
-          caps[k] = (int)k == b.index ? xb : bp.prim_app(current->p_rzero, bp.env_ref(lookup(fw, b.a), (int)k, rl));
-        acc(b.a, bp.lambda(b.lam, caps));
-        return;
-      }
+      case Op::Car:
+      case Op::Cdr: add_pending(b.a, b.op, 0, nullptr, xb); return;
+      case Op::EnvRef: add_pending(b.a, Op::EnvRef, b.index, b.lam, xb); return;
       case Op::BackCall: return;  // expanded before the transform
       case Op::If: {
         const IfInfo& info = ifs.at(b.x);
-        Var* cur = bp.app(info.bp, xb);
+        Var* cur = bp.back_call(info.bp, xb);
+        maybe_placeholder.insert(cur);
         for (Var* v : info.vars) {
-          acc(v, bp.proj(Op::Car, cur, "(list sensitivity ...)"));
-          cur = bp.proj(Op::Cdr, cur, "(list sensitivity ...)");
+          auto [s, rest] = bp.split(cur, "(list sensitivity ...)");
+          maybe_placeholder.insert(s);
+          maybe_placeholder.insert(rest);
+          acc(v, s);
+          cur = rest;
         }
         return;
       }
     }
   }
 
-  void run() {
-    Body* body = expand_backcalls(L->body);
-    RL->body = new_body();
-    Emitter out{RL->body, L->pos};
-    for (const Binding& b : body->binds) phi(b, out);
-    // The backpropagator: λ ȳ. let x̄ = 0 ...; ρ{x_n = e_n}; ...; ρ{x_1 = e_1} in (f̄, x̄_0)
-    Lambda* B = new_lambda();
-    B->name = intern(std::string("backpropagator of ") + (L->name ? L->name : "lambda"));
-    B->pos = L->pos;
-    B->param = new_var("ys");
-    B->body = new_body();
-    bp = Emitter{B->body, L->pos};
-    sens[body->result] = bp.prim_app(current->p_unsensitize, B->param);
-    for (size_t i = body->binds.size(); i-- > 0;) rho(body->binds[i]);
+  // A binding of the body being emitted that lies on the way to the current way out.
+  struct Segment {
+    Body* body;
+    size_t upto;  // bindings [0, upto) of body are on the way
+  };
+
+  // The backpropagator of one way out of the forward phase, whose value is `result`: ρ of the
+  // bindings on the way, in reverse order, then (f̄ . x̄). Returns (cons result⃖ backpropagator).
+  Var* way_out(Emitter& out, const std::vector<Segment>& path, Var* result) {
+    Lambda* B = new_backprop(intern(std::string("backpropagator of ") + (L->name ? L->name : "lambda")), L->pos);
+    start_backprop(B, L->pos);
+    sens[result] = B->param;
+    for (size_t s = path.size(); s-- > 0;)
+      for (size_t i = path[s].upto; i-- > 0;) rho(path[s].body->binds[i]);
     size_t nf = L->free.size();
     Var** caps = static_cast<Var**>(gc_alloc(sizeof(Var*) * (nf ? nf : 1)));
-    for (size_t k = 0; k < nf; k++) caps[k] = sens_or_zero(L->free[k]);
+    for (size_t k = 0; k < nf; k++) caps[k] = final_sens(L->free[k]);
     Var* fbar = bp.lambda(L, caps);
-    Var* xbar = sens_or_zero(L->param);
-    B->body->result = bp.prim_app(current->p_sensitize, bp.cons(fbar, xbar));
+    Var* xbar = final_sens(L->param);
+    B->body->result = bp.cons(fbar, xbar);
     finish_backprop(B);
     Var* bpv = out.lambda(B, nullptr);
-    RL->body->result = out.cons(lookup(fw, body->result), bpv);
+    return out.cons(lookup(fw, result), bpv);
+  }
+
+  // φ of a body in tail position of the forward phase: its last binding, when it is an `if`
+  // whose value is the body's, gets a way out in each branch.
+  void tail_body(Body* body, Emitter& out, std::vector<Segment>& path) {
+    body = expand_backcalls(body);
+    size_t n = body->binds.size();
+    for (size_t i = 0; i < n; i++) {
+      const Binding& b = body->binds[i];
+      if (i + 1 == n && b.op == Op::If && b.x == body->result) {
+        out.pos = b.pos;
+        Body* branches[2] = {new_body(), new_body()};
+        path.push_back(Segment{body, i});
+        for (int k = 0; k < 2; k++) {
+          Emitter be{branches[k], b.pos};
+          size_t mark = scope_mark();
+          tail_body(k == 0 ? b.then_ : b.else_, be, path);
+          scope_pop(mark);
+        }
+        path.pop_back();
+        Binding& n_if = out.emit(Op::If, "if");
+        n_if.a = lookup(fw, b.a);
+        n_if.then_ = branches[0];
+        n_if.else_ = branches[1];
+        out.body->result = n_if.x;
+        return;
+      }
+      phi(b, out);
+    }
+    path.push_back(Segment{body, n});
+    out.body->result = way_out(out, path, body->result);
+    path.pop_back();
+  }
+
+  void run() {
+    RL->body = new_body();
+    Emitter out{RL->body, L->pos};
+    std::vector<Segment> path;
+    tail_body(L->body, out, path);
   }
 };
 
@@ -440,6 +681,11 @@ struct Reverse {
 Lambda* forward_transform(Lambda* lam) {
   if (lam->fwd) return lam->fwd;
   AnalysisScope analysis;
+  if (lam->raw_bp) {  // see tagged_version
+    Lambda* f = forward_transform(tagged_version(lam));
+    f->source = lam;
+    return lam->fwd = f;
+  }
   VarMap m;
   Lambda* f = start_transform(lam, 'F', m);
   lam->fwd = f;  // before the body: recursive references find it
@@ -450,6 +696,11 @@ Lambda* forward_transform(Lambda* lam) {
 Lambda* reverse_transform(Lambda* lam) {
   if (lam->rev) return lam->rev;
   AnalysisScope analysis;
+  if (lam->raw_bp) {  // see tagged_version
+    Lambda* r = reverse_transform(tagged_version(lam));
+    r->source = lam;
+    return lam->rev = r;
+  }
   Reverse r;
   r.L = lam;
   r.RL = start_transform(lam, 'R', r.fw);

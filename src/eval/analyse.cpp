@@ -175,18 +175,60 @@ struct Compiler {
     release_dead(b->result);
   }
 
+  // Binding i and the next two are (p = e), (car p), (cdr p) with p used by those two only.
+  bool split_at(Body* b, size_t i) {
+    size_t n = b->binds.size();
+    Binding& bd = b->binds[i];
+    return i + 2 < n && uses[bd.x] == 2 && b->binds[i + 1].op == Op::Car && b->binds[i + 1].a == bd.x &&
+           b->binds[i + 2].op == Op::Cdr && b->binds[i + 2].a == bd.x;
+  }
+
+  // Bindings i .. i+4 are the way out of a reverse-transformed body through a tail call:
+  // p = (f a), v = (car p), t = (cdr p), B = (closure capturing t), (cons v B) = the result.
+  // Returns the index of t among B's captures, or -1.
+  int chain_call_at(Body* b, size_t i, bool tail) {
+    size_t n = b->binds.size();
+    if (!tail || b->binds[i].op != Op::App || i + 5 != n || !split_at(b, i)) return -1;
+    Binding& v = b->binds[i + 1];
+    Binding& t = b->binds[i + 2];
+    Binding& lam = b->binds[i + 3];
+    Binding& res = b->binds[i + 4];
+    if (lam.op != Op::Lambda || res.op != Op::Cons || res.x != b->result || res.a != v.x || res.b != lam.x ||
+        uses[v.x] != 1 || uses[t.x] != 1 || uses[lam.x] != 1 || uses[res.x] != 1)
+      return -1;
+    for (size_t k = 0; k < lam.lam->free.size(); k++)
+      if ((lam.caps ? lam.caps[k] : lam.lam->free[k]) == t.x) return (int)k;
+    return -1;
+  }
+
+  int* caps_of(Binding& bd, int* ncaps) {
+    size_t nf = bd.lam->free.size();
+    *ncaps = (int)nf;
+    int* caps = static_cast<int*>(gc_alloc_atomic(sizeof(int) * (nf ? nf : 1)));
+    for (size_t k = 0; k < nf; k++) caps[k] = ref(bd.caps ? bd.caps[k] : bd.lam->free[k]);
+    return caps;
+  }
+
   Code* body(Body* b, bool tail) {
     Code* c = static_cast<Code*>(gc_alloc(sizeof(Code)));
     new (c) Code();
     gc_vector<Instr> ins;  // scanned: it alone holds the caps arrays and branch code until copied
     size_t n = b->binds.size();
-    for (size_t i = 0; i < n; i++) {
+    // (cons r1 r2) as the body's value, last: returned as two values.
+    size_t end = n;
+    bool chain_way_out = n >= 5 && chain_call_at(b, n - 5, tail) >= 0;
+    if (n > 0 && !chain_way_out && b->binds[n - 1].op == Op::Cons && b->binds[n - 1].x == b->result && uses[b->result] == 1) {
+      c->pair_result = true;
+      c->r1 = ref(b->binds[n - 1].a);
+      c->r2 = ref(b->binds[n - 1].b);
+      end = n - 1;
+    }
+    for (size_t i = 0; i < end; i++) {
       Binding& bd = b->binds[i];
       // (cons value backpropagator) = (f a), taken apart at once: one instruction, and natively
       // implemented callees never build the pair.
-      bool split = (bd.op == Op::App || bd.op == Op::BackCall) && i + 2 < n && uses[bd.x] == 2 &&
-                   b->binds[i + 1].op == Op::Car && b->binds[i + 1].a == bd.x &&
-                   b->binds[i + 2].op == Op::Cdr && b->binds[i + 2].a == bd.x;
+      bool split = (bd.op == Op::App || bd.op == Op::BackCall || bd.op == Op::If) && split_at(b, i);
+      int hole = chain_way_out && i + 5 == n ? chain_call_at(b, i, tail) : -1;
       Instr in{};
       in.op = bd.op;
       in.src = &bd;
@@ -195,26 +237,26 @@ struct Compiler {
       if (bd.b) in.b = ref(bd.b);
       in.k = bd.constant;
       bool last = i + 1 == n && bd.x == b->result;
+      if (split) {
+        in.split = true;
+        in.x = b->binds[i + 1].x->slot;
+        in.x2 = b->binds[i + 2].x->slot;
+      }
       switch (bd.op) {
         case Op::If:
           in.then_ = body(bd.then_, tail && last);
           in.else_ = body(bd.else_, tail && last);
           in.tail = tail && last;
           break;
-        case Op::BackCall:
-          if (split) {
-            in.split = true;
-            in.x = b->binds[i + 1].x->slot;
-            in.x2 = b->binds[i + 2].x->slot;
-          }
-          break;
         case Op::App:
-          in.tail = tail && last;
-          if (split) {
-            in.split = true;
-            in.x = b->binds[i + 1].x->slot;
-            in.x2 = b->binds[i + 2].x->slot;
-            in.tail = false;
+          in.tail = tail && last && !split;
+          if (hole >= 0) {
+            in.split = false;
+            in.tail = true;
+            in.chain_call = true;
+            in.hole = hole;
+            in.chain = b->binds[i + 3].lam;
+            in.caps = caps_of(b->binds[i + 3], &in.ncaps);
           }
           // Fuse (f (cons p q)) when the pair is used only here: binary primitives then take
           // their two arguments without the pair being allocated.
@@ -226,17 +268,12 @@ struct Compiler {
             ins.pop_back();
           }
           break;
-        case Op::Lambda: {
-          size_t nf = bd.lam->free.size();
-          in.ncaps = (int)nf;
-          in.caps = static_cast<int*>(gc_alloc_atomic(sizeof(int) * (nf ? nf : 1)));
-          for (size_t k = 0; k < nf; k++) in.caps[k] = ref(bd.caps ? bd.caps[k] : bd.lam->free[k]);
-          break;
-        }
+        case Op::Lambda: in.caps = caps_of(bd, &in.ncaps); break;
         default: break;
       }
       ins.push_back(in);
-      if (split) i += 2;
+      if (hole >= 0) i += 4;
+      else if (split) i += 2;
     }
     c->n = (int)ins.size();
     c->ins = static_cast<Instr*>(gc_alloc(sizeof(Instr) * (ins.size() ? ins.size() : 1)));
@@ -262,6 +299,14 @@ void compile(Lambda* lam) {
   c.count_uses(lam->body);
   Code* code = c.body(lam->body, true);
   code->nslots = c.nslots;
+  // A backpropagator that starts by calling the backpropagator it captured for a tail call.
+  if (lam->raw_bp && code->n > 0) {
+    const Instr& first = code->ins[0];
+    if (first.op == Op::BackCall && first.split && first.a < 0 && first.b == 0) {
+      code->chain_head = true;
+      code->chain_hole = -first.a - 1;
+    }
+  }
   lam->code = code;
 }
 

@@ -40,7 +40,10 @@ enum class Op : uint8_t {
   If,      // x = if a then `then_` else `else_` (a is not #f)
   EnvRef,  // x = env[index] of a, a closure of `lam` (AD-internal: environment sensitivities)
   BackCall,  // x = (unsensitize (a (sensitize b))): calling a backpropagator (AD-internal; the
-             // transforms expand it into those three calls before transforming it)
+             // transforms expand it into those three calls before transforming it). Skipped, giving
+             // the placeholder zero, when b is a zero (a backpropagator is linear).
+  Sens,      // x = a, or the zero of (*j-inverse b) when a is the placeholder zero (AD-internal:
+             // completes a sensitivity before it is built into a structure or returned)
 };
 
 struct Body;
@@ -108,6 +111,12 @@ struct Lambda {
   // A backpropagator's native body without the sensitivity tags, for BackCall: ȳ to f̄ in
   // out[0] and x̄ in out[1]; false = fall back.
   bool (*native_back)(Closure*, Value, Value* out) = nullptr;
+
+  // A backpropagator made by the reverse transform: it takes ȳ and returns (f̄ . x̄) untagged. As
+  // a procedure it is (sensitize ∘ body ∘ unsensitize); `wrapped` is that lambda, made when a
+  // transform or a generic caller needs it.
+  bool raw_bp = false;
+  Lambda* wrapped = nullptr;
 
   Code* code = nullptr;     // compiled on first call
   Value empty_closure;      // when `free` is empty, the one closure of this lambda

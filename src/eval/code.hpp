@@ -13,7 +13,15 @@ struct Instr {
   Op op;
   uint8_t op2;  // AppPair: argument is (cons b b2), not allocated for binary primitives
   bool tail;
-  bool split;   // App whose result pair is taken apart at once: car to slot x, cdr to slot x2
+  bool split;   // App, BackCall or If whose result pair is taken apart at once: car to slot x,
+                // cdr to slot x2
+  // App in tail position of a reverse-transformed body that returns
+  // (cons (car p) (closure of `chain` with (cdr p) at env[hole])) for its call's result p: the
+  // closure (caps) is made first, and the call is a tail call whose backpropagator fills the hole
+  // when it is known (eval.cpp: chains).
+  bool chain_call;
+  int hole;
+  Lambda* chain;
   int x, a, b, b2, x2;
   int ncaps;
   int* caps;
@@ -28,6 +36,14 @@ struct Code {
   int n = 0;
   int result = 0;
   int nslots = 0;
+  // The body's value is (cons r1 r2), its last binding, which a caller that takes it apart at
+  // once receives as two values (no pair is made).
+  bool pair_result = false;
+  int r1 = 0, r2 = 0;
+  // A backpropagator whose first instruction calls the backpropagator at env[chain_hole] with its
+  // argument (the callee of a chain call): run iteratively along the chain (eval.cpp).
+  bool chain_head = false;
+  int chain_hole = 0;
 };
 
 }  // namespace vlad

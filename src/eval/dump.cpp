@@ -16,7 +16,7 @@ void dump_body(const Body* b, int indent, std::string& out, int lambda_depth);
 void dump_lambda(const Lambda* lam, int indent, std::string& out, int lambda_depth) {
   std::string pad(indent, ' ');
   out += pad + "(lambda " + var_name(lam->param) + "  ; " + (lam->name ? lam->name : "") +
-         (lam->transform ? std::string(" [") + lam->transform + "]" : "") + " free:";
+         (lam->transform ? std::string(" [") + lam->transform + "]" : "") + (lam->raw_bp ? " [raw]" : "") + " free:";
   for (const Var* v : lam->free) out += " " + var_name(v);
   out += "\n";
   if (lambda_depth > 0 && lam->body) dump_body(lam->body, indent + 2, out, lambda_depth - 1);
@@ -26,7 +26,7 @@ void dump_lambda(const Lambda* lam, int indent, std::string& out, int lambda_dep
 
 void dump_body(const Body* b, int indent, std::string& out, int lambda_depth) {
   static const char* names[] = {"const", "copy", "global", "app", "lambda", "cons", "car", "cdr",
-                                "check", "if", "envref", "backcall"};
+                                "check", "if", "envref", "backcall", "sens"};
   std::string pad(indent, ' ');
   for (const Binding& bd : b->binds) {
     out += pad + var_name(bd.x) + " = " + names[(int)bd.op];

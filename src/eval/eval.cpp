@@ -1,10 +1,14 @@
 // eval.cpp — eval/apply over compiled A-normal bodies (paper §4's E and A).
 // Tail calls loop in `apply` without growing the stack; non-tail calls recurse on the C++ stack,
 // which the interpreter runs on a large dedicated thread stack, under a depth limit.
+// Reverse-transformed code returns (cons value backpropagator); a caller that takes it apart at
+// once gets the two halves without the pair, and a tail call of the forward phase links the
+// caller's backpropagator into a chain (below) instead of growing the stack.
 #include <alloca.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "../ad/ad.hpp"
 #include "code.hpp"
@@ -57,13 +61,15 @@ Value closure_of(Lambda* lam, const Value* env) {
 
 namespace {
 
-[[noreturn]] __attribute__((noinline, cold)) void pattern_error(Value v, const Binding* b) {
+[[noreturn]] __attribute__((noinline, cold)) void pattern_error(Value v, const char* pattern, Pos pos) {
   static const char* car_name = intern("car");
   static const char* cdr_name = intern("cdr");
-  if (b->pattern == car_name || b->pattern == cdr_name)  // the prelude's inlined car and cdr
-    throw Error(std::string(b->pattern) + ": expected a pair, got " + write_string(v), b->pos);
-  throw Error("value " + write_string(v) + " does not match pattern " + (b->pattern ? b->pattern : "?"), b->pos);
+  if (pattern == car_name || pattern == cdr_name)  // the prelude's inlined car and cdr
+    throw Error(std::string(pattern) + ": expected a pair, got " + write_string(v), pos);
+  throw Error("value " + write_string(v) + " does not match pattern " + (pattern ? pattern : "?"), pos);
 }
+
+[[noreturn]] void pattern_error(Value v, const Binding* b) { pattern_error(v, b->pattern, b->pos); }
 
 // Compares a value with a constant pattern, looking through AD tags on reals.
 bool matches_constant(Value v, Value k) {
@@ -98,12 +104,37 @@ const char* callee_name(Value f) {
   return "?";
 }
 
+// The halves of a pair result into out[0], out[1] (a value of a split instruction or of a call
+// whose caller takes it apart).
+void split_value(Value r, Value* out, const char* shape_text, Pos pos) {
+  if (is_lazy(r)) r = force(r);
+  if (!is_pair(r)) pattern_error(r, shape_text, pos);
+  out[0] = car(r);
+  out[1] = cdr(r);
+}
+
+// A sensitivity that is zero by its representation: a backpropagator given it returns zeros (it
+// is linear), so the call is skipped. Reals are not looked at: 0 times an infinite partial
+// derivative is NaN in IEEE arithmetic, and that is what the call would give.
+inline bool zero_sensitivity(Value y) {
+  return y.is_zero_sens() || y.is_nil() || y.is_bool() || is(y, Kind::Zero) || is(y, Kind::String);
+}
+
+enum class Exit : uint8_t { Value, Pair, Tail, ChainTail };
+
 struct Exec {
   Value* fr;
   Value* env;
-  Pos tail_pos;  // the call site of the tail call run() returned
+  // What run() left: Value: r1; Pair: r1, r2; Tail: f, arg; ChainTail: f, arg and the closure
+  // whose env[hole] the callee's backpropagator fills.
+  Value r1, r2, f, arg;
+  Closure* chain;
+  int hole;
+  Pos tail_pos;  // the call site of a tail call
 
   Value get(int r) const { return r >= 0 ? fr[r] : env[-r - 1]; }
+
+  Value arg_of(const Instr* ip) const { return ip->op2 == AppPair ? cons(get(ip->b), get(ip->b2)) : get(ip->b); }
 
   // x, x2 = car, cdr of (f a): the forward phase's call in reverse-transformed code.
   void run_split(const Instr* ip) {
@@ -120,32 +151,43 @@ struct Exec {
         return;
       }
     }
-    Value av = ip->op2 == AppPair ? cons(get(ip->b), get(ip->b2)) : get(ip->b);
-    split_into(ip, apply(fv, av, ip->src->pos), "(cons value backpropagator)");
+    Value r = apply_split(fv, arg_of(ip), ip->src->pos, out);
+    if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
+    fr[ip->x] = out[0];
+    fr[ip->x2] = out[1];
   }
 
-  // The two halves of a pair into slots x and x2 (a split instruction's result).
-  void split_into(const Instr* ip, Value r, const char* shape_text) {
-    if (is_lazy(r)) r = force(r);
-    if (!is_pair(r)) {
-      Binding shape;
-      shape.pattern = shape_text;
-      shape.pos = ip->src->pos;
-      pattern_error(r, &shape);
+  // Stores a branch's or a call's outcome (value or pair) into the instruction's slots.
+  void store(const Instr* ip, Exit e, const char* shape_text) {
+    if (ip->split) {
+      if (e == Exit::Pair) {
+        fr[ip->x] = r1;
+        fr[ip->x2] = r2;
+      } else {
+        Value out[2];
+        split_value(r1, out, shape_text, ip->src->pos);
+        fr[ip->x] = out[0];
+        fr[ip->x2] = out[1];
+      }
+    } else {
+      fr[ip->x] = e == Exit::Pair ? cons(r1, r2) : r1;
     }
-    fr[ip->x] = car(r);
-    fr[ip->x2] = cdr(r);
   }
 
-  // Runs a body. Returns true for a tail call (leaving the callee and argument in f, arg).
-  bool run(const Code* c, Value& f, Value& arg, Value& result) {
-    const Instr* ip = c->ins;
-    const Instr* end = ip + c->n;
-    work.steps += c->n;  // a block runs to its end (its last instruction may be a tail call)
+  // Runs a body from instruction `start`.
+  Exit run(const Code* c, int start = 0) {
+    const Instr* ip = c->ins + start;
+    const Instr* end = c->ins + c->n;
+    work.steps += c->n - start;  // a block runs to its end (its last instruction may be a tail call)
     for (; ip < end; ip++) {
       switch (ip->op) {
         case Op::Const: fr[ip->x] = ip->k; break;
         case Op::Copy: fr[ip->x] = get(ip->a); break;
+        case Op::Sens: {
+          Value s = get(ip->a);
+          fr[ip->x] = s.is_zero_sens() ? rzero(get(ip->b)) : s;
+          break;
+        }
         case Op::Global: fr[ip->x] = global_value(ip->src); break;
         case Op::App: {
           work.applications++;
@@ -154,7 +196,17 @@ struct Exec {
             break;
           }
           Value fv = get(ip->a);
-          Value av;
+          if (ip->chain_call) {
+            Value b = make_closure(ip->chain, nullptr, ip->ncaps);
+            Closure* cl = static_cast<Closure*>(b.as_obj());
+            for (int k = 0; k < ip->ncaps; k++) cl->env[k] = k == ip->hole ? Value::nil() : get(ip->caps[k]);
+            chain = cl;
+            hole = ip->hole;
+            f = fv;
+            arg = arg_of(ip);
+            tail_pos = ip->src->pos;
+            return Exit::ChainTail;
+          }
           if (ip->op2 == AppPair) {
             if (is(fv, Kind::Prim)) {
               Prim* p = static_cast<Prim*>(fv.as_obj());
@@ -177,15 +229,13 @@ struct Exec {
                 }
               }
             }
-            av = cons(get(ip->b), get(ip->b2));
-          } else {
-            av = get(ip->b);
           }
+          Value av = arg_of(ip);
           if (ip->tail) {
             f = fv;
             arg = av;
             tail_pos = ip->src->pos;
-            return true;
+            return Exit::Tail;
           }
           fr[ip->x] = apply(fv, av, ip->src->pos);
           break;
@@ -213,6 +263,8 @@ struct Exec {
             Value m = force(v);
             if (!is_pair(m)) pattern_error(m, ip->src);
             fr[ip->x] = ip->op == Op::Car ? car(m) : cdr(m);
+          } else if (v.is_zero_sens()) {  // a part of a placeholder zero
+            fr[ip->x] = v;
           } else {
             pattern_error(v, ip->src);
           }
@@ -227,44 +279,39 @@ struct Exec {
         case Op::If: {
           Value c = get(ip->a);
           const Code* branch = c.is_false() ? ip->else_ : ip->then_;
-          if (ip->tail) return run(branch, f, arg, result);
-          Value r;
-          if (run(branch, f, arg, r)) {  // cannot happen: branch not in tail position
-            r = apply(f, arg);
-          }
-          fr[ip->x] = r;
+          if (ip->tail) return run(branch);
+          Exit e = run(branch);  // not in tail position: a value or a pair
+          store(ip, e, "(cons value backpropagator)");
           break;
         }
         case Op::BackCall: {  // (f̄ . x̄) = (unsensitize (bp (sensitize ȳ))), usually split at once
           work.applications++;
-          Value fv = get(ip->a);
           Value out[2];
-          if (is(fv, Kind::Closure)) {
-            Closure* cl = static_cast<Closure*>(fv.as_obj());
-            if (cl->lambda->native_back && cl->lambda->native_back(cl, get(ip->b), out)) {
-              if (ip->split) {
-                fr[ip->x] = out[0];
-                fr[ip->x2] = out[1];
-              } else {
-                fr[ip->x] = cons(out[0], out[1]);
-              }
-              break;
-            }
+          Value r = back_call(get(ip->a), get(ip->b), out, ip->src->pos);
+          if (r.is_unbound()) {
+            r1 = out[0];
+            r2 = out[1];
+            store(ip, Exit::Pair, "(cons f-bar x-bar)");
+          } else {
+            r1 = r;
+            store(ip, Exit::Value, "(cons f-bar x-bar)");
           }
-          Value r = unsensitize(apply(fv, sensitize(get(ip->b)), ip->src->pos));
-          if (ip->split) split_into(ip, r, "(cons f-bar x-bar)");
-          else fr[ip->x] = r;
           break;
         }
         case Op::EnvRef: {
           Value v = get(ip->a);
-          fr[ip->x] = env_ref(v, ip->src->index, ip->src->lam);
+          fr[ip->x] = v.is_zero_sens() ? v : env_ref(v, ip->src->index, ip->src->lam);
           break;
         }
       }
     }
-    result = get(c->result);
-    return false;
+    if (c->pair_result) {
+      r1 = get(c->r1);
+      r2 = get(c->r2);
+      return Exit::Pair;
+    }
+    r1 = get(c->result);
+    return Exit::Value;
   }
 };
 
@@ -283,55 +330,239 @@ struct Exec {
   throw Error("not a procedure: " + write_string(f) + " cannot be applied to " + write_string(arg));
 }
 
-}  // namespace
+// One level of nested evaluation: the depth limit, the stack guard and the call record.
+struct CallFrame {
+  long depth;
+  CallFrame(Value f, Pos pos) {
+    char here;
+    depth = ++eval_depth;
+    Interp* in = current;
+    if (depth > in->depth_limit || &here < stack_limit) depth_error(in);
+    if (depth >= call_capacity) grow_call_records(depth);
+    CallRecord* rec = &call_records[depth];
+    rec->f = f.bits;
+    rec->pos = pos;
+  }
+  ~CallFrame() { eval_depth--; }
+  CallRecord* record() const { return &call_records[depth]; }
+};
 
-Value apply(Value f, Value arg, Pos call_pos) {
+Code* code_of(Lambda* lam) {
+  if (!lam->code) compile(lam);
+  return lam->code;
+}
+
+// ---- chains ----
+// A reverse-transformed body whose way out is a tail call (a loop, say) makes its backpropagator
+// B before the call, with a hole where the callee's backpropagator goes: the call then replaces
+// the caller's frame, and when the last callee returns (value . b̃), b̃ fills the last hole. Each
+// B starts by calling the backpropagator in its hole (the chain_head code): calling the first
+// one would recurse down the whole chain, so the chain is walked to its end, the backpropagator
+// there called, and each B's rest run from the innermost out.
+
+thread_local std::vector<Closure*>* chain_stack = nullptr;
+
+// Keeps a value where the collector sees it until this point.
+inline void keep_alive(Value v) { asm volatile("" : : "r"(v.bits) : "memory"); }
+
+// Runs the raw backpropagator cl on ȳ; the halves of its (f̄ . x̄) into out (returns unbound) or,
+// for a body that returns a single value, that value.
+Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
+  CallFrame frame(Value::obj(cl), pos);
+  if (!chain_stack) chain_stack = new std::vector<Closure*>();
+  std::vector<Closure*>& stack = *chain_stack;  // not scanned: `root` keeps the chain alive
+  size_t base = stack.size();
+  Value root = Value::obj(cl);
+  int nslots = 1;
+  // Walk to the end of the chain: `end` is either a raw backpropagator that does not start by
+  // calling its hole (run here), or another kind of backpropagator (called).
+  Value end = root;
+  Closure* direct = nullptr;
+  for (;;) {
+    if (!is(end, Kind::Closure) || !static_cast<Closure*>(end.as_obj())->lambda->raw_bp) break;
+    Closure* c = static_cast<Closure*>(end.as_obj());
+    Code* code = code_of(c->lambda);
+    nslots = std::max(nslots, code->nslots);
+    if (!code->chain_head) {
+      direct = c;
+      break;
+    }
+    stack.push_back(c);
+    end = c->env[code->chain_hole];
+  }
+  size_t top = stack.size();
+  Value* fr = static_cast<Value*>(alloca(sizeof(Value) * nslots));
+  Exec ex{fr, nullptr, Value(), Value(), Value(), Value(), nullptr, 0, Pos()};
+  Value halves[2];
+  Exit e = Exit::Pair;
+  try {
+    if (direct) {
+      fr[0] = y;
+      ex.env = direct->env;
+      e = ex.run(direct->lambda->code);
+      if (e == Exit::Pair) {
+        halves[0] = ex.r1;
+        halves[1] = ex.r2;
+      }
+    } else {
+      Value r = back_call(end, y, halves, pos);
+      if (!r.is_unbound()) split_value(r, halves, "(cons f-bar x-bar)", pos);
+    }
+    for (size_t i = top; i-- > base;) {
+      if (e != Exit::Pair) split_value(ex.r1, halves, "(cons f-bar x-bar)", pos);
+      Closure* c = stack[i];
+      const Code* code = c->lambda->code;
+      const Instr& first = code->ins[0];
+      fr[0] = y;
+      fr[first.x] = halves[0];
+      fr[first.x2] = halves[1];
+      ex.env = c->env;
+      e = ex.run(code, 1);
+      if (e == Exit::Pair) {
+        halves[0] = ex.r1;
+        halves[1] = ex.r2;
+      }
+    }
+  } catch (...) {
+    stack.resize(base);
+    throw;
+  }
+  stack.resize(base);
+  keep_alive(root);
+  if (e != Exit::Pair) return ex.r1;
+  if (out) {
+    out[0] = halves[0];
+    out[1] = halves[1];
+    return Value::unbound();
+  }
+  return cons(halves[0], halves[1]);
+}
+
+// Applies f to arg. With `out`, a callee that delivers its value as two halves (a pair result,
+// a native reverse rule, a chain) writes them there and unbound is returned; otherwise the value.
+Value apply_core(Value f, Value arg, Pos call_pos, Value* out) {
   Interp* in = current;
-  char here;
-  long depth = ++eval_depth;
-  if (depth > in->depth_limit || &here < stack_limit) depth_error(in);
-  struct DepthGuard {
-    ~DepthGuard() { eval_depth--; }
-  } guard;
-  if (depth >= call_capacity) grow_call_records(depth);
-  CallRecord* rec = &call_records[depth];
-  rec->f = f.bits;
-  rec->pos = call_pos;
-  Value* frame = nullptr;
+  CallFrame frame(f, call_pos);
+  Value* fr = nullptr;
   int cap = 0;
+  // The chain being made by tail calls of this frame: its first backpropagator (what the caller
+  // gets) and the hole of its last.
+  Value chain_first = Value::unbound();
+  Closure* chain_last = nullptr;
+  int chain_hole = 0;
+  Value halves[2];
   for (;;) {
     if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
     if (is(f, Kind::Closure)) {
       Closure* cl = static_cast<Closure*>(f.as_obj());
       Lambda* lam = cl->lambda;
-      if (lam->native1) {
+      if (lam->native_split1 && (out || chain_last)) {
+        if (lam->native_split1(cl, arg, halves)) break;
+      } else if (lam->native1) {
         Value r = lam->native1(cl, arg);
-        if (!r.is_unbound()) return r;
+        if (!r.is_unbound()) {
+          halves[0] = r;
+          goto value;
+        }
       }
-      if (!lam->code) compile(lam);
-      const Code* code = lam->code;
+      if (lam->raw_bp) {  // a backpropagator called as a procedure: (sensitize ∘ body ∘ unsensitize)
+        Value r = run_raw(cl, unsensitize(arg), halves, call_pos);
+        halves[0] = sensitize(r.is_unbound() ? cons(halves[0], halves[1]) : r);
+        goto value;
+      }
+      const Code* code = code_of(lam);
       if (code->nslots > cap) {
         cap = code->nslots;
-        frame = static_cast<Value*>(alloca(sizeof(Value) * cap));
+        fr = static_cast<Value*>(alloca(sizeof(Value) * cap));
       }
-      frame[0] = arg;
-      Exec ex{frame, cl->env, Pos()};
-      Value result;
-      if (ex.run(code, f, arg, result)) {
-        rec = &call_records[depth];  // the records may have moved while the body ran
+      fr[0] = arg;
+      Exec ex{fr, cl->env, Value(), Value(), Value(), Value(), nullptr, 0, Pos()};
+      Exit e = ex.run(code);
+      if (e == Exit::Tail || e == Exit::ChainTail) {
+        if (e == Exit::ChainTail) {
+          if (chain_last) chain_last->env[chain_hole] = Value::obj(ex.chain);
+          else chain_first = Value::obj(ex.chain);
+          chain_last = ex.chain;
+          chain_hole = ex.hole;
+        }
+        f = ex.f;
+        arg = ex.arg;
+        CallRecord* rec = frame.record();  // the records may have moved while the body ran
         rec->f = f.bits;
         if (!internal(ex.tail_pos) || internal(rec->pos) || !rec->pos.file) rec->pos = ex.tail_pos;
         continue;
       }
-      return result;
+      if (e == Exit::Pair) {
+        halves[0] = ex.r1;
+        halves[1] = ex.r2;
+        break;
+      }
+      halves[0] = ex.r1;
+      goto value;
     }
-    if (is(f, Kind::Prim)) return apply_prim(static_cast<Prim*>(f.as_obj()), arg);
+    if (is(f, Kind::Prim)) {
+      halves[0] = apply_prim(static_cast<Prim*>(f.as_obj()), arg);
+      goto value;
+    }
     if (is(f, Kind::Zero)) {  // the zero of a procedure: materialise it and call that
       f = materialize_zero(f);
       continue;
     }
     not_a_procedure(f, arg);
   }
+  // two halves
+  if (chain_last) {
+    chain_last->env[chain_hole] = halves[1];
+    halves[1] = chain_first;
+  }
+  if (out) {
+    out[0] = halves[0];
+    out[1] = halves[1];
+    return Value::unbound();
+  }
+  return cons(halves[0], halves[1]);
+value:
+  if (!chain_last) return halves[0];
+  split_value(halves[0], halves, "(cons value backpropagator)", call_pos);
+  chain_last->env[chain_hole] = halves[1];
+  halves[1] = chain_first;
+  if (out) {
+    out[0] = halves[0];
+    out[1] = halves[1];
+    return Value::unbound();
+  }
+  return cons(halves[0], halves[1]);
+}
+
+}  // namespace
+
+Value apply(Value f, Value arg, Pos call_pos) { return apply_core(f, arg, call_pos, nullptr); }
+
+Value apply_split(Value f, Value arg, Pos call_pos, Value* out) { return apply_core(f, arg, call_pos, out); }
+
+Value back_call(Value bp, Value y, Value* out, Pos pos) {
+  if (zero_sensitivity(y)) {
+    if (!out) return Value::zero_sens();
+    out[0] = out[1] = Value::zero_sens();
+    return Value::unbound();
+  }
+  if (is(bp, Kind::Closure)) {
+    Closure* cl = static_cast<Closure*>(bp.as_obj());
+    Lambda* lam = cl->lambda;
+    if (lam->native_back) {
+      Value two[2];
+      if (lam->native_back(cl, y, two)) {
+        if (out) {
+          out[0] = two[0];
+          out[1] = two[1];
+          return Value::unbound();
+        }
+        return cons(two[0], two[1]);
+      }
+    }
+    if (lam->raw_bp) return run_raw(cl, y, out, pos);
+  }
+  return unsensitize(apply(bp, sensitize(y), pos));
 }
 
 void attach_trace(Error& e) {

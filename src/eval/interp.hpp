@@ -55,6 +55,13 @@ gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const st
 
 // ---- evaluation (eval.cpp) ----
 Value apply(Value f, Value arg, Pos call_pos = Pos());
+// Applies f to arg for a caller that takes the result pair apart at once: when the callee delivers
+// the two halves (a reverse-transformed body, a native reverse rule) they go to out[0], out[1]
+// and unbound is returned; otherwise the result is returned, to be taken apart by the caller.
+Value apply_split(Value f, Value arg, Pos call_pos, Value* out);
+// (unsensitize (bp (sensitize y))) for backpropagator code (Op::BackCall), skipped for a zero y;
+// halves into out as for apply_split.
+Value back_call(Value bp, Value y, Value* out, Pos pos);
 // Fills an error's location (when missing) and call trace from this thread's call records.
 // Call where the error is caught, before evaluating anything else.
 void attach_trace(Error& e);

@@ -21,7 +21,7 @@ struct Lambda;
 struct Value {
   uint64_t bits;
   static constexpr uint64_t kDoubleOffset = 1ull << 49;
-  static constexpr uint64_t kNil = 2, kFalse = 6, kTrue = 7, kUnbound = 10;
+  static constexpr uint64_t kNil = 2, kFalse = 6, kTrue = 7, kUnbound = 10, kZeroSens = 14;
 
   Value() : bits(kNil) {}
   constexpr explicit Value(uint64_t b, int) : bits(b) {}
@@ -35,6 +35,9 @@ struct Value {
   static Value nil() { return Value(kNil, 0); }
   static Value boolean(bool b) { return Value(b ? kTrue : kFalse, 0); }
   static Value unbound() { return Value(kUnbound, 0); }
+  // The placeholder zero of backpropagator code: the zero of whatever shape is expected there.
+  // It never leaves a backpropagator (ad.hpp).
+  static Value zero_sens() { return Value(kZeroSens, 0); }
 
   bool is_real() const { return bits >= kDoubleOffset; }
   bool is_obj() const { return bits < (1ull << 48) && bits > 0xff; }
@@ -42,6 +45,7 @@ struct Value {
   bool is_bool() const { return bits == kFalse || bits == kTrue; }
   bool is_false() const { return bits == kFalse; }
   bool is_unbound() const { return bits == kUnbound; }
+  bool is_zero_sens() const { return bits == kZeroSens; }
   double as_real() const {
     uint64_t b = bits - kDoubleOffset;
     double d;
