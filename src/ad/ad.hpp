@@ -50,4 +50,17 @@ Value prim_reverse(Prim* p);
 // arguments at the first level of transformation (native.cpp).
 void install_native(Prim* p, Lambda* rule, char kind);
 
+// ---- views of backpropagators (native.cpp; Value::is_view) ----
+// The backpropagator of a builtin primitive applied at the first level of transformation, made
+// without allocating: a view of the RevNode of its result, of the pair car or cdr took apart, or
+// of the argument of a comparison or a predicate (whose sensitivities are zero). Only backpropagator
+// calls (back_call) and chains see them; anything else that meets one gets the closure of the
+// primitive's backpropagator lambda it stands for.
+enum ViewTag : uint64_t { kViewBpNode = 1, kViewBpCar = 2, kViewBpCdr = 3, kViewBpConst = 4 };
+// The closure a view stands for (v itself when it is not a view).
+Value materialize_view(Value v);
+inline Value unview(Value v) { return v.is_view() ? materialize_view(v) : v; }
+// A view's backpropagator applied to ȳ: (f̄ . x̄) into out; false when ȳ is outside the fast case.
+bool back_view(Value bp, Value y, Value* out);
+
 }  // namespace vlad

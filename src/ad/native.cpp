@@ -4,6 +4,9 @@
 // bundles of plain reals, reverse values of plain reals — running them through the interpreter
 // costs several allocations per arithmetic operation; these functions compute the same values
 // (and count the same primitive operations) directly. Anything else falls back to the rule body.
+// A reverse primitive's backpropagator is not made here: its caller gets a view (ad.hpp) of the
+// result's RevNode (or of the argument), and the view is the closure only when something other
+// than a backpropagator call looks at it.
 #include <cmath>
 #include <cstring>
 
@@ -14,6 +17,20 @@
 namespace vlad {
 
 namespace {
+
+// What a primitive's native rules compute, decided once per primitive from its name.
+enum NativeOp : uint8_t { N_NONE, N_ADD, N_SUB, N_MUL, N_DIV, N_ATAN, N_EXPT, N_MIN, N_MAX,
+                          N_SQRT, N_EXP, N_LOG, N_SIN, N_COS, N_ABS, N_TAN, N_TANH };
+
+NativeOp native_op_of(const char* n) {
+  static const struct { const char* name; NativeOp op; } table[] = {
+      {"+", N_ADD},   {"-", N_SUB},     {"*", N_MUL},   {"/", N_DIV},   {"atan", N_ATAN}, {"expt", N_EXPT},
+      {"min", N_MIN}, {"max", N_MAX},   {"sqrt", N_SQRT}, {"exp", N_EXP}, {"log", N_LOG},   {"sin", N_SIN},
+      {"cos", N_COS}, {"abs", N_ABS},   {"tan", N_TAN}, {"tanh", N_TANH}};
+  for (const auto& e : table)
+    if (!strcmp(n, e.name)) return e.op;
+  return N_NONE;
+}
 
 struct Ids {
   int add, sub, mul, div, sqrt_, exp_, log_, sin_, cos_, tanh_, lt, gt, le, ge, expt_;
@@ -36,43 +53,46 @@ const Ids& ids() {
 inline void count(int id, uint64_t n = 1) { current->meter[id] += n; }
 
 // The derivative of a unary primitive at x, counting the operations its rule performs.
-bool unary_derivative(const char* name, double x, double& d) {
+void unary_derivative(NativeOp op, double x, double& d) {
   const Ids& I = ids();
-  if (!strcmp(name, "sqrt")) { d = 1 / (2 * std::sqrt(x)); count(I.div); count(I.mul); count(I.sqrt_); }
-  else if (!strcmp(name, "exp")) { d = std::exp(x); count(I.exp_); }
-  else if (!strcmp(name, "log")) { d = 1 / x; count(I.div); }
-  else if (!strcmp(name, "sin")) { d = std::cos(x); count(I.cos_); }
-  else if (!strcmp(name, "cos")) { d = -std::sin(x); count(I.sub); count(I.sin_); }
-  else if (!strcmp(name, "abs")) {
-    count(I.lt);
-    if (x < 0) d = -1;
-    else { count(I.gt); d = x > 0 ? 1 : 0; }
+  switch (op) {
+    case N_SQRT: d = 1 / (2 * std::sqrt(x)); count(I.div); count(I.mul); count(I.sqrt_); break;
+    case N_EXP: d = std::exp(x); count(I.exp_); break;
+    case N_LOG: d = 1 / x; count(I.div); break;
+    case N_SIN: d = std::cos(x); count(I.cos_); break;
+    case N_COS: d = -std::sin(x); count(I.sub); count(I.sin_); break;
+    case N_ABS:
+      count(I.lt);
+      if (x < 0) d = -1;
+      else { count(I.gt); d = x > 0 ? 1 : 0; }
+      break;
+    case N_TAN: { double c = std::cos(x); d = 1 / (c * c); count(I.cos_); count(I.mul); count(I.div); break; }
+    case N_TANH: { double y = std::tanh(x); d = 1 - y * y; count(I.tanh_); count(I.mul); count(I.sub); break; }
+    default: d = 0; break;
   }
-  else if (!strcmp(name, "tan")) { double c = std::cos(x); d = 1 / (c * c); count(I.cos_); count(I.mul); count(I.div); }
-  else if (!strcmp(name, "tanh")) { double y = std::tanh(x); d = 1 - y * y; count(I.tanh_); count(I.mul); count(I.sub); }
-  else return false;
-  return true;
 }
 
 // The partial derivatives of a binary primitive (general rules: prims.cpp `binary(...)`).
-bool binary_partials(const char* name, double x1, double x2, double& d1, double& d2) {
+void binary_partials(NativeOp op, double x1, double x2, double& d1, double& d2) {
   const Ids& I = ids();
-  if (!strcmp(name, "/")) { d1 = 1 / x2; d2 = -(x1 / (x2 * x2)); count(I.div, 2); count(I.mul); count(I.sub); }
-  else if (!strcmp(name, "atan")) {
-    double r = x1 * x1 + x2 * x2;
-    d1 = x2 / r; d2 = -(x1 / r);
-    count(I.mul, 4); count(I.add, 2); count(I.div, 2); count(I.sub);
+  switch (op) {
+    case N_DIV: d1 = 1 / x2; d2 = -(x1 / (x2 * x2)); count(I.div, 2); count(I.mul); count(I.sub); break;
+    case N_ATAN: {
+      double r = x1 * x1 + x2 * x2;
+      d1 = x2 / r; d2 = -(x1 / r);
+      count(I.mul, 4); count(I.add, 2); count(I.div, 2); count(I.sub);
+      break;
+    }
+    case N_EXPT:
+      d1 = x2 * std::pow(x1, x2 - 1); count(I.mul); count(I.expt_); count(I.sub);
+      count(I.gt);
+      if (x1 > 0) { d2 = std::pow(x1, x2) * std::log(x1); count(I.mul); count(I.expt_); count(I.log_); }
+      else d2 = 0;
+      break;
+    case N_MIN: { count(I.le, 2); bool a = x1 <= x2; d1 = a ? 1 : 0; d2 = a ? 0 : 1; break; }
+    case N_MAX: { count(I.ge, 2); bool a = x1 >= x2; d1 = a ? 1 : 0; d2 = a ? 0 : 1; break; }
+    default: d1 = d2 = 0; break;
   }
-  else if (!strcmp(name, "expt")) {
-    d1 = x2 * std::pow(x1, x2 - 1); count(I.mul); count(I.expt_); count(I.sub);
-    count(I.gt);
-    if (x1 > 0) { d2 = std::pow(x1, x2) * std::log(x1); count(I.mul); count(I.expt_); count(I.log_); }
-    else d2 = 0;
-  }
-  else if (!strcmp(name, "min")) { count(I.le, 2); bool a = x1 <= x2; d1 = a ? 1 : 0; d2 = a ? 0 : 1; }
-  else if (!strcmp(name, "max")) { count(I.ge, 2); bool a = x1 >= x2; d1 = a ? 1 : 0; d2 = a ? 0 : 1; }
-  else return false;
-  return true;
 }
 
 inline bool plain_bundle(Value v, double& x, double& dx) {
@@ -95,12 +115,7 @@ inline bool plain_reverse(Value v, double& x) {
 
 inline Prim* prim_of(Closure* c) { return c->lambda->native_prim; }
 inline Lambda* bp_of(Closure* c) { return c->lambda->native_bp; }
-
-Value make_bp(Lambda* bp, double a, double b, int n) {
-  Value env[2] = {Value::real(a), Value::real(b)};
-  if (n == 0) return closure_of(bp, nullptr);
-  return make_closure(bp, env, n);
-}
+inline NativeOp op_of(Prim* p) { return (NativeOp)p->native_op; }
 
 // ---- forward ----
 
@@ -109,7 +124,7 @@ Value fwd_unary(Closure* c, Value v) {
   if (!plain_bundle(v, x, dx)) return Value::unbound();
   Prim* p = prim_of(c);
   Value y = p->fn1(p, Value::real(x));
-  unary_derivative(p->name, x, d);
+  unary_derivative(op_of(p), x, d);
   count(ids().mul);
   return make_bundle(y, Value::real(d * dx));
 }
@@ -121,15 +136,17 @@ Value fwd_binary2(Closure* c, Value a, Value b) {
   const Ids& I = ids();
   Value y = p->fn2(p, Value::real(x1), Value::real(x2));
   double t;
-  if (!strcmp(p->name, "+")) { t = dx1 + dx2; count(I.add); }
-  else if (!strcmp(p->name, "-")) { t = dx1 - dx2; count(I.sub); }
-  else if (!strcmp(p->name, "*")) { t = x2 * dx1 + x1 * dx2; count(I.mul, 2); count(I.add); }
-  else {
-    double d1, d2;
-    binary_partials(p->name, x1, x2, d1, d2);
-    t = d1 * dx1 + d2 * dx2;
-    count(I.mul, 2);
-    count(I.add);
+  switch (op_of(p)) {
+    case N_ADD: t = dx1 + dx2; count(I.add); break;
+    case N_SUB: t = dx1 - dx2; count(I.sub); break;
+    case N_MUL: t = x2 * dx1 + x1 * dx2; count(I.mul, 2); count(I.add); break;
+    default: {
+      double d1, d2;
+      binary_partials(op_of(p), x1, x2, d1, d2);
+      t = d1 * dx1 + d2 * dx2;
+      count(I.mul, 2);
+      count(I.add);
+    }
   }
   return make_bundle(y, Value::real(t));
 }
@@ -144,14 +161,33 @@ Value fwd_binary1(Closure* c, Value v) {
 // Each computes (value . backpropagator) into out[0], out[1]; the pair-returning forms a
 // program sees wrap them.
 
+Value view_of(Value obj, ViewTag tag) { return Value(obj.bits | tag, 0); }
+inline Obj* view_obj(Value v) { return reinterpret_cast<Obj*>(v.bits & ~uint64_t(15)); }
+inline uint64_t view_tag(Value v) { return v.bits & 15; }
+// The view of a comparison of two plain reverse reals: its argument's shape is known.
+const Value kConstPairView = Value((1ull << 48) | kViewBpConst, 0);
+
+// (reverse y) holding the primitive and its arguments.
+Value make_node(Prim* p, double y, int nargs, double x1, double x2) {
+  size_t bytes = nargs == 0 ? sizeof(Tagged) : nargs == 1 ? sizeof(Tagged) + sizeof(Value) : sizeof(RevNode);
+  RevNode* n = static_cast<RevNode*>(gc_alloc_atomic(bytes));
+  n->kind = Kind::Reverse;
+  n->aux = p->id + 1;
+  n->v = Value::real(y);
+  if (nargs >= 1) n->x1 = Value::real(x1);
+  if (nargs >= 2) n->x2 = Value::real(x2);
+  return Value::obj(n);
+}
+
+inline int node_args(NativeOp op) { return op == N_ADD || op == N_SUB ? 0 : op >= N_SQRT ? 1 : 2; }
+
 bool rev_unary_s(Closure* c, Value v, Value* out) {
   double x;
   if (!plain_reverse(v, x)) return false;
   Prim* p = prim_of(c);
   Value y = p->fn1(p, Value::real(x));
-  Lambda* bp = bp_of(c);
-  out[0] = star_j(y);
-  out[1] = make_bp(bp, x, 0, (int)bp->free.size());
+  out[0] = make_node(p, y.as_real(), 1, x, 0);
+  out[1] = view_of(out[0], kViewBpNode);
   return true;
 }
 
@@ -160,9 +196,8 @@ bool rev_binary_s2(Closure* c, Value a, Value b, Value* out) {
   if (!plain_reverse(a, x1) || !plain_reverse(b, x2)) return false;
   Prim* p = prim_of(c);
   Value y = p->fn2(p, Value::real(x1), Value::real(x2));
-  Lambda* bp = bp_of(c);
-  out[0] = star_j(y);
-  out[1] = make_bp(bp, x1, x2, (int)bp->free.size());
+  out[0] = make_node(p, y.as_real(), node_args(op_of(p)), x1, x2);
+  out[1] = view_of(out[0], kViewBpNode);
   return true;
 }
 
@@ -171,19 +206,44 @@ bool rev_binary_s1(Closure* c, Value v, Value* out) {
   return is_pair(v) && rev_binary_s2(c, car(v), cdr(v), out);
 }
 
-// Structural and constant-sensitivity rules: the backpropagator closes over xr.
-bool rev_struct_s(Closure* c, Value xr, Value* out) {
+// The backpropagator of a projection or of a constant-sensitivity primitive, which closes over
+// its argument xr: a view of xr when xr is an object, else the closure.
+Value arg_view(Closure* c, Value xr, ViewTag tag) {
+  if (xr.is_obj()) return view_of(xr, tag);
+  return make_closure(bp_of(c), &xr, 1);
+}
+
+bool rev_car_s(Closure* c, Value xr, Value* out) {
   Prim* p = prim_of(c);
   out[0] = p->fn1(p, xr);
-  out[1] = make_closure(bp_of(c), &xr, 1);
+  out[1] = arg_view(c, xr, kViewBpCar);
+  return true;
+}
+
+bool rev_cdr_s(Closure* c, Value xr, Value* out) {
+  Prim* p = prim_of(c);
+  out[0] = p->fn1(p, xr);
+  out[1] = arg_view(c, xr, kViewBpCdr);
+  return true;
+}
+
+bool rev_const_s(Closure* c, Value xr, Value* out) {
+  Prim* p = prim_of(c);
+  out[0] = p->fn1(p, xr);
+  out[1] = arg_view(c, xr, kViewBpConst);
   return true;
 }
 
 bool rev_compare_s2(Closure* c, Value a, Value b, Value* out) {
   Prim* p = prim_of(c);
   out[0] = p->fn2(p, a, b);
-  Value xr = cons(a, b);
-  out[1] = make_closure(bp_of(c), &xr, 1);
+  double x;
+  if (plain_reverse(a, x) && plain_reverse(b, x)) {
+    out[1] = kConstPairView;
+  } else {
+    Value xr = cons(a, b);
+    out[1] = make_closure(bp_of(c), &xr, 1);
+  }
   return true;
 }
 
@@ -192,20 +252,20 @@ bool rev_compare_s1(Closure* c, Value v, Value* out) {
   if (!is_pair(v)) return false;
   Prim* p = prim_of(c);
   out[0] = p->fn2(p, car(v), cdr(v));
-  out[1] = make_closure(bp_of(c), &v, 1);
+  out[1] = arg_view(c, v, kViewBpConst);
   return true;
 }
 
 template <bool (*S)(Closure*, Value, Value*)>
 Value paired1(Closure* c, Value v) {
   Value out[2];
-  return S(c, v, out) ? cons(out[0], out[1]) : Value::unbound();
+  return S(c, v, out) ? cons(out[0], unview(out[1])) : Value::unbound();
 }
 
 template <bool (*S)(Closure*, Value, Value, Value*)>
 Value paired2(Closure* c, Value a, Value b) {
   Value out[2];
-  return S(c, a, b, out) ? cons(out[0], out[1]) : Value::unbound();
+  return S(c, a, b, out) ? cons(out[0], unview(out[1])) : Value::unbound();
 }
 
 template <bool (*S1)(Closure*, Value, Value*)>
@@ -239,48 +299,62 @@ inline bool result(Value* out, Value x_bar) {
   return true;
 }
 
+// x̄ of an arithmetic primitive's node for ȳ = y.
+bool back_node(Prim* p, const RevNode* n, double y, Value* out) {
+  const Ids& I = ids();
+  NativeOp op = op_of(p);
+  switch (node_args(op)) {
+    case 1: {
+      double d;
+      unary_derivative(op, n->x1.as_real(), d);
+      count(I.mul);
+      return result(out, Value::real(d * y));
+    }
+    case 0:
+      if (op == N_ADD) return result(out, cons(Value::real(y), Value::real(y)));
+      count(I.sub);
+      return result(out, cons(Value::real(y), Value::real(0 - y)));
+    default: {
+      double x1 = n->x1.as_real(), x2 = n->x2.as_real(), d1, d2;
+      if (op == N_MUL) {
+        count(I.mul, 2);
+        return result(out, cons(Value::real(x2 * y), Value::real(x1 * y)));
+      }
+      binary_partials(op, x1, x2, d1, d2);
+      count(I.mul, 2);
+      return result(out, cons(Value::real(d1 * y), Value::real(d2 * y)));
+    }
+  }
+}
+
 bool bp_unary(Closure* c, Value yv, Value* out) {
-  double y, d;
+  double y;
   if (!plain_real(yv, y) || !c->env[0].is_real()) return false;
-  Prim* p = c->lambda->native_prim;
-  unary_derivative(p->name, c->env[0].as_real(), d);
-  count(ids().mul);
-  return result(out, Value::real(d * y));
+  RevNode n;
+  n.x1 = c->env[0];
+  return back_node(c->lambda->native_prim, &n, y, out);
 }
 
 bool bp_binary(Closure* c, Value yv, Value* out) {
   double y;
   if (!plain_real(yv, y)) return false;
   Prim* p = c->lambda->native_prim;
-  const Ids& I = ids();
-  if (!strcmp(p->name, "+")) return result(out, cons(Value::real(y), Value::real(y)));
-  if (!strcmp(p->name, "-")) {
-    count(I.sub);
-    return result(out, cons(Value::real(y), Value::real(0 - y)));
+  RevNode n;
+  if (node_args(op_of(p)) == 2) {
+    if (!c->env[0].is_real() || !c->env[1].is_real()) return false;
+    n.x1 = c->env[0];
+    n.x2 = c->env[1];
   }
-  if (!c->env[0].is_real() || !c->env[1].is_real()) return false;
-  double x1 = c->env[0].as_real(), x2 = c->env[1].as_real();
-  if (!strcmp(p->name, "*")) {
-    count(I.mul, 2);
-    return result(out, cons(Value::real(x2 * y), Value::real(x1 * y)));
-  }
-  double d1, d2;
-  binary_partials(p->name, x1, x2, d1, d2);
-  count(I.mul, 2);
-  return result(out, cons(Value::real(d1 * y), Value::real(d2 * y)));
+  return back_node(p, &n, y, out);
 }
 
 bool bp_zero_sens(Closure* c, Value, Value* out) { return result(out, rzero(c->env[0])); }
 
-bool bp_car(Closure* c, Value y, Value* out) {
-  Value xr = force(c->env[0]);
-  return result(out, cons(y, rzero(cdr(xr))));
-}
+Value car_bar(Value xr, Value y) { return cons(y, rzero(cdr(force(xr)))); }
+Value cdr_bar(Value xr, Value y) { return cons(rzero(car(force(xr))), y); }
 
-bool bp_cdr(Closure* c, Value y, Value* out) {
-  Value xr = force(c->env[0]);
-  return result(out, cons(rzero(car(xr)), y));
-}
+bool bp_car(Closure* c, Value y, Value* out) { return result(out, car_bar(c->env[0], y)); }
+bool bp_cdr(Closure* c, Value y, Value* out) { return result(out, cdr_bar(c->env[0], y)); }
 
 // The backpropagator as a program calls it: (sensitize ȳ) to (sensitize (cons f̄ x̄)).
 template <bool (*RAW)(Closure*, Value, Value*)>
@@ -309,11 +383,71 @@ Lambda* find_bp(Body* b) {
   return nullptr;
 }
 
+// The backpropagator lambda shared by comparisons and predicates: the inner lambda of the
+// prelude's %zero-bp, (lambda (ys) (sensitize (cons '() (%rzero xr)))).
+Lambda* zero_bp_lambda() {
+  Cell* c = current->cell(intern("%zero-bp"), true);
+  if (!is(c->value, Kind::Closure)) throw Error("internal error: the prelude has no %zero-bp");
+  Lambda* outer = static_cast<Closure*>(c->value.as_obj())->lambda;
+  Lambda* bp = find_bp(outer->body);
+  if (!bp) throw Error("internal error: %zero-bp makes no closure");
+  compute_free_variables(outer);
+  if (!bp->native_back) set_bp<bp_zero_sens>(bp);
+  return bp;
+}
+
+Lambda* rule_bp(Prim* p) {
+  Value r = prim_reverse(p);
+  return static_cast<Closure*>(r.as_obj())->lambda->native_bp;
+}
+
 }  // namespace
+
+Value materialize_view(Value v) {
+  if (!v.is_view()) return v;
+  Interp& in = *current;
+  uint64_t tag = view_tag(v);
+  if ((v.bits >> 48) == 1) {  // kConstPairView: a comparison of two reverse reals
+    Value xr = cons(star_j(Value::real(0)), star_j(Value::real(0)));
+    return make_closure(zero_bp_lambda(), &xr, 1);
+  }
+  Value obj = Value::obj(view_obj(v));
+  switch (tag) {
+    case kViewBpNode: {
+      RevNode* n = static_cast<RevNode*>(view_obj(v));
+      Prim* p = in.prims[n->aux - 1];
+      Lambda* bp = rule_bp(p);
+      Value env[2] = {n->x1, n->x2};
+      return closure_of(bp, node_args(op_of(p)) == 0 ? nullptr : env);
+    }
+    case kViewBpCar: return make_closure(rule_bp(in.prim("car")), &obj, 1);
+    case kViewBpCdr: return make_closure(rule_bp(in.prim("cdr")), &obj, 1);
+    case kViewBpConst: return make_closure(zero_bp_lambda(), &obj, 1);
+  }
+  throw Error("internal error: an unknown view");
+}
+
+bool back_view(Value bp, Value y, Value* out) {
+  if ((bp.bits >> 48) == 1) return result(out, cons(Value::real(0), Value::real(0)));
+  Obj* o = view_obj(bp);
+  switch (view_tag(bp)) {
+    case kViewBpNode: {
+      double yr;
+      if (!plain_real(y, yr)) return false;
+      RevNode* n = static_cast<RevNode*>(o);
+      return back_node(current->prims[n->aux - 1], n, yr, out);
+    }
+    case kViewBpCar: return result(out, car_bar(Value::obj(o), y));
+    case kViewBpCdr: return result(out, cdr_bar(Value::obj(o), y));
+    case kViewBpConst: return result(out, rzero(Value::obj(o)));
+  }
+  return false;
+}
 
 void install_native(Prim* p, Lambda* rule, char kind) {
   if (p->cls == PrimClass::Host || p->cls == PrimClass::AD) return;
   const char* n = p->name;
+  p->native_op = native_op_of(n);
   rule->native_prim = p;
   if (kind == 'F') {
     if (p->cls != PrimClass::Arith) return;
@@ -324,9 +458,19 @@ void install_native(Prim* p, Lambda* rule, char kind) {
     }
     return;
   }
+  compute_free_variables(rule);
+  if (p->cls == PrimClass::Compare || p->cls == PrimClass::Predicate) {
+    if (p->fwd_rule) {  // tag predicates look under the transform: keep the rule
+      rule->native_prim = nullptr;
+      return;
+    }
+    rule->native_bp = zero_bp_lambda();
+    if (p->arity == 2) set_rule2<rev_compare_s1, rev_compare_s2>(rule);
+    else set_rule1<rev_const_s>(rule);
+    return;
+  }
   Lambda* bp = find_bp(rule->body);
   if (!bp) return;
-  compute_free_variables(rule);
   bp->native_prim = p;
   rule->native_bp = bp;
   size_t nf = bp->free.size();
@@ -336,29 +480,18 @@ void install_native(Prim* p, Lambda* rule, char kind) {
       set_rule1<rev_unary_s>(rule);
       set_bp<bp_unary>(bp);
     } else {
-      bool simple = !strcmp(n, "+") || !strcmp(n, "-");
-      if (simple ? nf != 0 : nf != 2) return;
+      if ((size_t)node_args(op_of(p)) != nf) return;
       set_rule2<rev_binary_s1, rev_binary_s2>(rule);
       set_bp<bp_binary>(bp);
     }
     return;
   }
   if (nf != 1) return;
-  if (p->cls == PrimClass::Compare || p->cls == PrimClass::Predicate) {
-    if (p->fwd_rule) {  // tag predicates look under the transform: keep the rule
-      rule->native_prim = nullptr;
-      return;
-    }
-    if (p->arity == 2) set_rule2<rev_compare_s1, rev_compare_s2>(rule);
-    else set_rule1<rev_struct_s>(rule);
-    set_bp<bp_zero_sens>(bp);
-    return;
-  }
   if (!strcmp(n, "car")) {
-    set_rule1<rev_struct_s>(rule);
+    set_rule1<rev_car_s>(rule);
     set_bp<bp_car>(bp);
   } else if (!strcmp(n, "cdr")) {
-    set_rule1<rev_struct_s>(rule);
+    set_rule1<rev_cdr_s>(rule);
     set_bp<bp_cdr>(bp);
   }
 }

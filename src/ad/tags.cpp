@@ -92,6 +92,7 @@ Lambda* strip_lambda(Lambda* lam, int n, Prim** prim) {
 // Zero of (J⁻¹)^strip v, built one level deep: reals (tagged or not) completely, pairs and
 // closures as structures of lazy zeros.
 Value zero_shallow(Value v, int strip) {
+  v = unview(v);
   if (v.is_real()) {
     if (strip > 0) ad_error("*j-inverse", "expected a reverse value", v);
     return Value::real(0);
@@ -209,10 +210,10 @@ Value strip_tags(Value v) {
 
 Value env_ref(Value v, int index, Lambda* lam) {
   (void)lam;
-  v = force(v);
+  v = force(unview(v));
   if (!is(v, Kind::Closure) || (int)as_closure(v)->aux <= index)
     throw Error("internal error: environment sensitivity of a non-closure " + write_string(v));
-  return as_closure(v)->env[index];
+  return unview(as_closure(v)->env[index]);
 }
 
 // ---- ⊕ ----
@@ -221,6 +222,8 @@ Value plus(Value a, Value b) {
   if (a.is_zero_sens()) return b;  // the placeholder zero of backpropagator code
   if (b.is_zero_sens()) return a;
   if (is(a, Kind::Zero)) return b;
+  a = unview(a);
+  b = unview(b);
   if (is(b, Kind::Zero)) return a;
   if (is(a, Kind::LazyJ)) a = force(a);
   if (is(b, Kind::LazyJ)) b = force(b);
@@ -287,6 +290,8 @@ namespace {
 
 // bundle with the tangent already unwrapped from its perturbation tag.
 Value bundle_raw(Value p, Value t) {
+  p = unview(p);
+  t = unview(t);
   if (is(t, Kind::Zero)) {
     if (is(p, Kind::Closure) && (int)as_closure(p)->aux == 0) return closure_of(forward_transform(as_closure(p)->lambda), nullptr);
     t = materialize_zero(t);
@@ -331,6 +336,7 @@ Value bundle_raw(Value p, Value t) {
 
 // The primal (part 0) or the unwrapped tangent (part 1) of a forward value.
 Value forward_part(const char* who, Value v, int part) {
+  v = unview(v);
   if (v.is_real()) ad_error(who, "expected a forward value", v);
   if (!v.is_obj()) return v;
   switch (kind_of(v)) {
@@ -380,6 +386,7 @@ Value j_star(Value v) { return bundle_raw(v, zero_of(v)); }
 
 Value star_j(Value v) {
   if (v.is_real()) return make_tagged(Kind::Reverse, v);
+  v = unview(v);
   if (!v.is_obj()) return v;
   switch (kind_of(v)) {
     case Kind::Pair: return make_lazy_j(v, 1);  // walked only as far as it is inspected
@@ -412,6 +419,7 @@ Value star_j(Value v) {
 }
 
 Value star_j_inverse(Value v) {
+  v = unview(v);
   if (v.is_real()) ad_error("*j-inverse", "expected a reverse value", v);
   if (!v.is_obj()) return v;
   switch (kind_of(v)) {

@@ -170,7 +170,7 @@ struct Exec {
         fr[ip->x2] = out[1];
       }
     } else {
-      fr[ip->x] = e == Exit::Pair ? cons(r1, r2) : r1;
+      fr[ip->x] = e == Exit::Pair ? cons(r1, unview(r2)) : r1;
     }
   }
 
@@ -508,6 +508,10 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out) {
       f = materialize_zero(f);
       continue;
     }
+    if (f.is_view()) {  // a primitive's backpropagator, called as a procedure
+      f = materialize_view(f);
+      continue;
+    }
     not_a_procedure(f, arg);
   }
   // two halves
@@ -520,7 +524,7 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out) {
     out[1] = halves[1];
     return Value::unbound();
   }
-  return cons(halves[0], halves[1]);
+  return cons(halves[0], unview(halves[1]));
 value:
   if (!chain_last) return halves[0];
   split_value(halves[0], halves, "(cons value backpropagator)", call_pos);
@@ -545,6 +549,18 @@ Value back_call(Value bp, Value y, Value* out, Pos pos) {
     if (!out) return Value::zero_sens();
     out[0] = out[1] = Value::zero_sens();
     return Value::unbound();
+  }
+  if (bp.is_view()) {
+    Value two[2];
+    if (back_view(bp, y, two)) {
+      if (out) {
+        out[0] = two[0];
+        out[1] = two[1];
+        return Value::unbound();
+      }
+      return cons(two[0], two[1]);
+    }
+    bp = materialize_view(bp);
   }
   if (is(bp, Kind::Closure)) {
     Closure* cl = static_cast<Closure*>(bp.as_obj());

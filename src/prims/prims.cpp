@@ -92,6 +92,7 @@ Value p_booleanp(Prim*, Value v) { return Value::boolean(forced(v).is_bool()); }
 Value p_realp(Prim*, Value v) { return Value::boolean(strip_tags(v).is_real()); }
 Value p_pairp(Prim*, Value v) { return Value::boolean(is_pair(forced(v))); }
 Value p_procedurep(Prim*, Value v) {
+  if (v.is_view()) return Value::boolean(true);
   v = forced(v);
   return Value::boolean(is(v, Kind::Closure) || is(v, Kind::Prim));
 }
@@ -279,12 +280,12 @@ std::string partial_rules(const std::vector<std::string>& d, std::string* fwd) {
 // Comparisons and type predicates: the result does not depend on the reals, so the sensitivity
 // is zero; they look through tags, so their forward version is themselves.
 std::string rev_constant(const std::string& op) {
-  return "(lambda (xr) (cons (" + op + " xr) (lambda (ys) (sensitize (cons '() (%rzero xr))))))";
+  return "(lambda (xr) (cons (" + op + " xr) (%zero-bp xr)))";
 }
 // Tag predicates look at the outermost tag, under the transform's own.
 std::string fwd_tagpred(const std::string& op) { return "(lambda (b) (" + op + " (primal b)))"; }
 std::string rev_tagpred(const std::string& op) {
-  return "(lambda (xr) (cons (" + op + " (*j-inverse xr)) (lambda (ys) (sensitize (cons '() (%rzero xr))))))";
+  return "(lambda (xr) (cons (" + op + " (*j-inverse xr)) (%zero-bp xr)))";
 }
 // The AD primitives are linear, so their forward version applies them to primal and tangent
 // alike; their reverse version applies the transpose (paper §4, ←0 ←⊕ ←J ←J⁻¹).

@@ -27,6 +27,7 @@ struct Prim : Obj {
   int id;
   int arity;  // 1: takes its argument; 2: takes a pair
   PrimClass cls;
+  uint8_t native_op = 0;  // what its native rules compute (native.cpp)
   Value (*fn1)(Prim*, Value) = nullptr;
   Value (*fn2)(Prim*, Value, Value) = nullptr;
   // Derivative rules, VLAD source of a one-argument lambda (see prelude.cpp for their shapes).

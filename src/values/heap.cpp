@@ -14,6 +14,8 @@ void gc_init() {
   std::call_once(once, [] {
     GC_set_all_interior_pointers(0);
     GC_INIT();
+    // views (value.hpp) point at an object plus a tag of 1..15
+    for (size_t k = 1; k < 16; k++) GC_register_displacement(k);
   });
 }
 

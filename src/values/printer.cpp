@@ -79,6 +79,7 @@ void write(std::string& out, Value v, bool display) {
   if (v.is_nil()) { out += "()"; return; }
   if (v.is_bool()) { out += v.is_false() ? "#f" : "#t"; return; }
   if (v.is_zero_sens()) { out += "#<zero>"; return; }  // never leaves a backpropagator
+  v = unview(v);
   if (!v.is_obj()) { out += "#<unbound>"; return; }
   switch (kind_of(v)) {
     case Kind::Pair: {

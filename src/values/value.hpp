@@ -40,7 +40,10 @@ struct Value {
   static Value zero_sens() { return Value(kZeroSens, 0); }
 
   bool is_real() const { return bits >= kDoubleOffset; }
-  bool is_obj() const { return bits < (1ull << 48) && bits > 0xff; }
+  bool is_obj() const { return bits < (1ull << 48) && bits > 0xff && (bits & 15) == 0; }
+  // A view (ad.hpp): a value not made until it is needed, encoded as an object's address with a
+  // tag in its four low bits (objects are 16-byte aligned), or as an immediate in [2^48, 2^49).
+  bool is_view() const { return (bits < (1ull << 48) && bits > 0xff && (bits & 15) != 0) || (bits >> 48) == 1; }
   bool is_nil() const { return bits == kNil; }
   bool is_bool() const { return bits == kFalse || bits == kTrue; }
   bool is_false() const { return bits == kFalse; }
@@ -103,6 +106,11 @@ struct Closure : Obj {
 // Tag objects. Bundles wrap reals (and tagged reals); pairs of bundles stand for a bundle of a pair.
 struct Bundle : Obj { Value primal, tangent; };
 struct Tagged : Obj { Value v; };  // Reverse, Perturbation, Sensitivity
+// The reverse value (reverse y) made by a builtin primitive's reverse version at the first level
+// of transformation, holding what its backpropagator needs: the primitive (aux = its id + 1) and
+// its real arguments. A view of it is that backpropagator (native.cpp), so one recorded
+// operation is one object. A plain Tagged has aux = 0.
+struct RevNode : Obj { Value v; Value x1, x2; };
 // Zero{src, strip}: the zero of (*j-inverse^strip src), materialised only when inspected.
 struct LazyZero : Obj { Value src; };  // aux = strip
 // LazyJ{src, n}: (*j^n src) for a pair src; `built` caches the pair of *j^n's once made.
