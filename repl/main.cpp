@@ -129,6 +129,7 @@ int repl(Interp& in) {
     }
     std::string name = "<repl:" + std::to_string(++counter) + ">";
     if (mode == Meter) meter_reset(in);
+    in.meter_retained = mode == Meter;
     auto t0 = std::chrono::steady_clock::now();
     std::string err;
     bool ok = run_program(in, src, name, err);
@@ -196,6 +197,7 @@ int main(int argc, char** argv) {
   Interp& in = *inp;
   in.include_dirs = includes;
   if (depth_limit) in.depth_limit = depth_limit;
+  in.meter_retained = meter;
   signal(SIGINT, on_sigint);
 
   if (check) {

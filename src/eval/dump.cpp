@@ -41,7 +41,10 @@ void dump_body(const Body* b, int indent, std::string& out, int lambda_depth) {
       out += pad + "  else\n";
       dump_body(bd.else_, indent + 4, out, lambda_depth);
     }
-    if (bd.op == Op::Lambda) dump_lambda(bd.lam, indent + 4, out, lambda_depth);
+    if (bd.op == Op::Lambda) {
+      if (bd.lam->raw_bp) dump_lambda(bd.lam, indent + 4, out, lambda_depth);
+      else out += std::string(indent + 4, ' ') + "(lambda " + (bd.lam->name ? bd.lam->name : "") + " ...)\n";
+    }
   }
   out += pad + "=> " + var_name(b->result) + "\n";
 }

@@ -438,6 +438,16 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
   return cons(halves[0], halves[1]);
 }
 
+// The meter's retained bytes: a backpropagator called by a program (not by another
+// backpropagator) holds the whole tape of its forward phase.
+void note_retained(Value bp) {
+  static thread_local uint64_t last = 0;
+  if (bp.bits == last) return;  // called again (one call per component of a Jacobian, say)
+  last = bp.bits;
+  uint64_t b = reachable_bytes(bp);
+  if (b > work.retained_peak) work.retained_peak = b;
+}
+
 // Applies f to arg. With `out`, a callee that delivers its value as two halves (a pair result,
 // a native reverse rule, a chain) writes them there and unbound is returned; otherwise the value.
 Value apply_core(Value f, Value arg, Pos call_pos, Value* out) {
@@ -466,6 +476,7 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out) {
         }
       }
       if (lam->raw_bp) {  // a backpropagator called as a procedure: (sensitize ∘ body ∘ unsensitize)
+        if (in->meter_retained) note_retained(f);
         Value r = run_raw(cl, unsensitize(arg), halves, call_pos);
         halves[0] = sensitize(r.is_unbound() ? cons(halves[0], halves[1]) : r);
         goto value;

@@ -22,6 +22,7 @@ struct Interp {
   std::unordered_map<const char*, Prim*> prim_by_name;
   std::vector<uint64_t> meter;  // per prim id
   WorkCounters work_total;      // steps, applications, allocation, of evaluations that have ended
+  bool meter_retained = false;  // measure what backpropagators retain (a walk of each one called)
   long depth_limit = 4000000;  // nested non-tail calls: 10^6-step recursions and backpropagator chains (two calls a step) fit
   std::atomic<bool> interrupt{false};
   std::vector<std::string> include_dirs;

@@ -237,6 +237,8 @@ std::string meter_report(const Interp& in) {
   out += "# analysis (expansion, transforms, compilation): " + std::to_string(w.analysis_steps) + " steps, " +
          std::to_string(w.analysis_objects) + " objects, " + std::to_string(w.analysis_bytes) + " bytes, " +
          std::to_string(w.transformed_bindings) + " transformed bindings\n";
+  if (in.meter_retained)
+    out += "# backpropagator bytes retained (peak): " + std::to_string(w.retained_peak) + "\n";
   out += "total primitive operations: " + std::to_string(total) + "\n";
   return out;
 }

@@ -1,6 +1,8 @@
 // heap.cpp — allocation on the Boehm collector (one entry point each for scanned and atomic memory),
 // constructors for heap values, and the symbol table.
 #include <mutex>
+#include <unordered_set>
+#include <vector>
 #include <string>
 #include <unordered_set>
 
@@ -120,6 +122,40 @@ Value make_lazy_j(Value src, int n) {
   z->src = src;
   z->built = Value::unbound();
   return Value::obj(z);
+}
+
+uint64_t reachable_bytes(Value root) {
+  std::unordered_set<const Obj*> seen;
+  std::vector<Value> todo{root};
+  uint64_t bytes = 0;
+  auto push = [&](Value v) {
+    if (v.is_view() && !(v.bits >> 48)) v = Value(v.bits & ~uint64_t(15), 0);
+    if (v.is_obj()) todo.push_back(v);
+  };
+  while (!todo.empty()) {
+    Value v = todo.back();
+    todo.pop_back();
+    const Obj* o = v.as_obj();
+    if (!seen.insert(o).second) continue;
+    bytes += GC_size(o);
+    switch (o->kind) {
+      case Kind::Pair: push(static_cast<const Pair*>(o)->car); push(static_cast<const Pair*>(o)->cdr); break;
+      case Kind::Closure: {
+        const Closure* c = static_cast<const Closure*>(o);
+        for (uint32_t i = 0; i < c->aux; i++) push(c->env[i]);
+        break;
+      }
+      case Kind::Bundle: push(static_cast<const Bundle*>(o)->primal); push(static_cast<const Bundle*>(o)->tangent); break;
+      case Kind::Reverse:
+      case Kind::Perturbation:
+      case Kind::Sensitivity: push(static_cast<const Tagged*>(o)->v); break;
+      case Kind::Zero: push(static_cast<const LazyZero*>(o)->src); break;
+      case Kind::LazyJ: push(static_cast<const LazyJ*>(o)->src); push(static_cast<const LazyJ*>(o)->built); break;
+      case Kind::String:
+      case Kind::Prim: break;
+    }
+  }
+  return bytes;
 }
 
 const char* intern(const std::string& s) {

@@ -137,6 +137,7 @@ struct WorkCounters {
   // building a primitive's rule closure), kept apart so that the counts above measure running code.
   uint64_t analysis_steps = 0, analysis_objects = 0, analysis_bytes = 0;
   uint64_t transformed_bindings = 0;  // bindings emitted by the forward and reverse transforms
+  uint64_t retained_peak = 0;  // reachable_bytes of a backpropagator a program called, the most seen
   void add(const WorkCounters& o) {
     steps += o.steps;
     applications += o.applications;
@@ -146,9 +147,14 @@ struct WorkCounters {
     analysis_objects += o.analysis_objects;
     analysis_bytes += o.analysis_bytes;
     transformed_bindings += o.transformed_bindings;
+    if (o.retained_peak > retained_peak) retained_peak = o.retained_peak;
   }
 };
 extern thread_local WorkCounters work;
+
+// The bytes of the heap objects reachable from v (each counted once, at the size the collector
+// gave it): what a backpropagator retains when its backward pass begins (the meter).
+uint64_t reachable_bytes(Value v);
 
 // While one of these is alive on this thread (outermost only), steps and allocation count as
 // analysis.
