@@ -37,6 +37,10 @@ Value unsensitize(Value v);
 // Applies transform 'F' (j*) or 'R' (*j) to a value.
 Value transform_value(Value v, char t);
 
+// The backpropagator of a call of the reverse-transformed closure f on x whose value holds no real:
+// (f̄ . x̄) = (zero of f's primal . zero of x's primal) whatever ȳ (a raw backpropagator).
+Value zero_backpropagator(Value f, Value x);
+
 // ---- transforms of lambdas, computed once and cached on the lambda ----
 Lambda* forward_transform(Lambda* lam);
 Lambda* reverse_transform(Lambda* lam);

@@ -621,6 +621,7 @@ struct Reverse {
   // bindings on the way, in reverse order, then (f̄ . x̄). Returns (cons result⃖ backpropagator).
   Var* way_out(Emitter& out, const std::vector<Segment>& path, Var* result) {
     Lambda* B = new_backprop(intern(std::string("backpropagator of ") + (L->name ? L->name : "lambda")), L->pos);
+    B->way_out = true;
     start_backprop(B, L->pos);
     sens[result] = B->param;
     for (size_t s = path.size(); s-- > 0;)
@@ -677,6 +678,31 @@ struct Reverse {
 };
 
 }  // namespace
+
+Value zero_backpropagator(Value f, Value x) {
+  Interp& in = *current;
+  if (!in.zero_bp) {
+    Lambda* z = static_cast<Lambda*>(gc_alloc_uncollectable(sizeof(Lambda)));
+    new (z) Lambda();
+    z->empty_closure = Value::unbound();
+    z->name = intern("backpropagator");
+    z->param = new_var("ybar");
+    z->body = new_body();
+    Var* fv = new_var("f");
+    Var* xv = new_var("x");
+    Emitter e{z->body, Pos()};
+    Var* fz = e.prim_app(in.p_rzero, fv);
+    Var* xz = e.prim_app(in.p_rzero, xv);
+    z->body->result = e.cons(fz, xz);
+    z->free.push_back(fv);
+    z->free.push_back(xv);
+    z->free_done = true;
+    z->raw_bp = true;
+    in.zero_bp = z;
+  }
+  Value env[2] = {f, x};
+  return make_closure(in.zero_bp, env, 2);
+}
 
 Lambda* forward_transform(Lambda* lam) {
   if (lam->fwd) return lam->fwd;

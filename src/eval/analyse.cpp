@@ -2,6 +2,7 @@
 // instructions with lexical addresses: a frame slot for the lambda's own variables, an env index
 // for its free variables. Done once per lambda, on its first call.
 #include <algorithm>
+#include <climits>
 #include <iterator>
 #include <set>
 #include <unordered_map>
@@ -268,7 +269,18 @@ struct Compiler {
             ins.pop_back();
           }
           break;
-        case Op::Lambda: in.caps = caps_of(bd, &in.ncaps); break;
+        case Op::Lambda: {
+          in.caps = caps_of(bd, &in.ncaps);
+          in.self_ref = bd.lam == lam && in.ncaps == (int)lam->free.size();
+          for (int k = 0; in.self_ref && k < in.ncaps; k++) in.self_ref = in.caps[k] == -(k + 1);
+          // (cons v B) = the body's value, B a backpropagator: a way out of a reverse transform
+          if (lam->transform == 'R' && bd.lam->way_out && i + 2 == n && b->binds[n - 1].op == Op::Cons &&
+              b->binds[n - 1].b == bd.x && b->binds[n - 1].x == b->result) {
+            in.inert_guard = true;
+            in.b = ref(b->binds[n - 1].a);
+          }
+          break;
+        }
         default: break;
       }
       ins.push_back(in);
@@ -294,6 +306,8 @@ void compile(Lambda* lam) {
   for (size_t i = 0; i < lam->free.size(); i++) c.free_index[lam->free[i]] = (int)i;
   c.bind(lam->param);
   c.number_reads(lam->body);
+  // A reverse transform's argument stays in its slot: a way out may need its shape (eval.cpp).
+  if (lam->transform == 'R') c.last_read[lam->param] = INT_MAX;
   c.position = 0;
   c.assign_slots(lam->body);
   c.count_uses(lam->body);

@@ -116,6 +116,7 @@ struct Lambda {
   // a procedure it is (sensitize ∘ body ∘ unsensitize); `wrapped` is that lambda, made when a
   // transform or a generic caller needs it.
   bool raw_bp = false;
+  bool way_out = false;  // the backpropagator of a way out of a reverse transform's body: (f̄ . x̄)
   Lambda* wrapped = nullptr;
 
   Code* code = nullptr;     // compiled on first call

@@ -22,6 +22,8 @@ struct Instr {
   bool chain_call;
   int hole;
   Lambda* chain;
+  bool self_ref;     // Lambda: the running closure itself (a letrec member naming itself)
+  bool inert_guard;  // Lambda of a way out's backpropagator: a zero one when the value (b) holds no real
   int x, a, b, b2, x2;
   int ncaps;
   int* caps;

@@ -113,6 +113,9 @@ void split_value(Value r, Value* out, const char* shape_text, Pos pos) {
   out[1] = cdr(r);
 }
 
+// A value with no real in it at its root: its sensitivity is its own zero.
+inline bool inert_value(Value v) { return v.is_nil() || v.is_bool() || is(v, Kind::String); }
+
 // A sensitivity that is zero by its representation: a backpropagator given it returns zeros (it
 // is linear), so the call is skipped. Reals are not looked at: 0 times an infinite partial
 // derivative is NaN in IEEE arithmetic, and that is what the call would give.
@@ -125,6 +128,7 @@ enum class Exit : uint8_t { Value, Pair, Tail, ChainTail };
 struct Exec {
   Value* fr;
   Value* env;
+  Value self;  // the closure whose body runs
   // What run() left: Value: r1; Pair: r1, r2; Tail: f, arg; ChainTail: f, arg and the closure
   // whose env[hole] the callee's backpropagator fills.
   Value r1, r2, f, arg;
@@ -155,6 +159,17 @@ struct Exec {
     if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
     fr[ip->x] = out[0];
     fr[ip->x2] = out[1];
+  }
+
+  // The backpropagator of a way out whose value is v and whose tail call's backpropagator is
+  // bp: the closure of ip->chain with bp in its hole, or, when v holds no real (a boolean, say),
+  // a backpropagator of zeros: its sensitivity can only be zero, so the chain is not kept.
+  Value way_out_bp(const Instr* ip, Value v, Value bp) {
+    if (inert_value(v)) return zero_backpropagator(self, fr[0]);
+    Value b = make_closure(ip->chain, nullptr, ip->ncaps);
+    Closure* cl = static_cast<Closure*>(b.as_obj());
+    for (int k = 0; k < ip->ncaps; k++) cl->env[k] = k == ip->hole ? bp : get(ip->caps[k]);
+    return b;
   }
 
   // Stores a branch's or a call's outcome (value or pair) into the instruction's slots.
@@ -197,6 +212,20 @@ struct Exec {
           }
           Value fv = get(ip->a);
           if (ip->chain_call) {
+            // A native reverse rule is called at once (no pair for its argument, no trampoline).
+            if (is(fv, Kind::Closure)) {
+              Closure* callee = static_cast<Closure*>(fv.as_obj());
+              Lambda* lam = callee->lambda;
+              Value out[2];
+              bool done = ip->op2 == AppPair
+                              ? lam->native_split2 && lam->native_split2(callee, get(ip->b), get(ip->b2), out)
+                              : lam->native_split1 && lam->native_split1(callee, get(ip->b), out);
+              if (done) {
+                r1 = out[0];
+                r2 = way_out_bp(ip, out[0], out[1]);
+                return Exit::Pair;
+              }
+            }
             Value b = make_closure(ip->chain, nullptr, ip->ncaps);
             Closure* cl = static_cast<Closure*>(b.as_obj());
             for (int k = 0; k < ip->ncaps; k++) cl->env[k] = k == ip->hole ? Value::nil() : get(ip->caps[k]);
@@ -243,6 +272,14 @@ struct Exec {
         case Op::Lambda: {
           Lambda* lam = ip->src->lam;
           int n = ip->ncaps;
+          if (ip->self_ref) {  // a closure of the running lambda over the same environment
+            fr[ip->x] = self;
+            break;
+          }
+          if (ip->inert_guard && inert_value(get(ip->b))) {  // a way out whose value holds no real
+            fr[ip->x] = zero_backpropagator(self, fr[0]);
+            break;
+          }
           if (n == 0) {
             fr[ip->x] = closure_of(lam, nullptr);
           } else {
@@ -392,13 +429,14 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
   }
   size_t top = stack.size();
   Value* fr = static_cast<Value*>(alloca(sizeof(Value) * nslots));
-  Exec ex{fr, nullptr, Value(), Value(), Value(), Value(), nullptr, 0, Pos()};
+  Exec ex{fr, nullptr, Value(), Value(), Value(), Value(), Value(), nullptr, 0, Pos()};
   Value halves[2];
   Exit e = Exit::Pair;
   try {
     if (direct) {
       fr[0] = y;
       ex.env = direct->env;
+      ex.self = Value::obj(direct);
       e = ex.run(direct->lambda->code);
       if (e == Exit::Pair) {
         halves[0] = ex.r1;
@@ -417,6 +455,7 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
       fr[first.x] = halves[0];
       fr[first.x2] = halves[1];
       ex.env = c->env;
+      ex.self = Value::obj(c);
       e = ex.run(code, 1);
       if (e == Exit::Pair) {
         halves[0] = ex.r1;
@@ -487,7 +526,7 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out) {
         fr = static_cast<Value*>(alloca(sizeof(Value) * cap));
       }
       fr[0] = arg;
-      Exec ex{fr, cl->env, Value(), Value(), Value(), Value(), nullptr, 0, Pos()};
+      Exec ex{fr, cl->env, f, Value(), Value(), Value(), Value(), nullptr, 0, Pos()};
       Exit e = ex.run(code);
       if (e == Exit::Tail || e == Exit::ChainTail) {
         if (e == Exit::ChainTail) {

@@ -30,6 +30,8 @@ struct Interp {
   std::string (*read_line)(Interp&) = nullptr;
 
   // Primitives the AD transforms insert into code.
+  // The backpropagator of zeros (zero_backpropagator), made on first use; never collected.
+  Lambda* zero_bp = nullptr;
   Prim *p_plus = nullptr, *p_zero = nullptr, *p_rzero = nullptr, *p_sensitize = nullptr,
        *p_unsensitize = nullptr;
 
