@@ -42,6 +42,7 @@ void* thread_main(void* arg) {
     job->error = std::current_exception();
   }
   release_call_records();
+  release_free_lists();
   if (job->in) job->in->work_total.add(work);
   current = nullptr;
   return nullptr;

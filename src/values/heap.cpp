@@ -6,6 +6,8 @@
 #include <string>
 #include <unordered_set>
 
+#include <gc/gc_inline.h>
+
 #include "error.hpp"
 #include "value.hpp"
 
@@ -39,11 +41,43 @@ AnalysisScope::~AnalysisScope() {
   work.analysis_bytes += b;
 }
 
+void* gc_alloc_uncollectable(size_t bytes) {
+  void* p = GC_MALLOC_UNCOLLECTABLE(bytes);
+  if (!p) throw Error("out of memory");
+  return p;
+}
+
+// Small objects come from this thread's own free lists, refilled in batches by the collector
+// (gc_inline.h): no call into the collector, no lock, no lookup of its thread-local data. The
+// lists' heads live in an uncollectable block, so the collector sees the objects on them.
+namespace {
+// (Only scanned kinds: the links of a list of pointer-free objects are not scanned, so the
+// collector would not see the list beyond its head; those come from GC_MALLOC_ATOMIC.)
+struct FreeLists {
+  void* normal[GC_TINY_FREELISTS];
+};
+thread_local FreeLists* free_lists = nullptr;
+
+FreeLists* my_free_lists() {
+  if (!free_lists) free_lists = static_cast<FreeLists*>(gc_alloc_uncollectable(sizeof(FreeLists)));
+  return free_lists;
+}
+
+[[noreturn]] void out_of_memory() { throw Error("out of memory"); }
+}  // namespace
+
+void release_free_lists() {
+  if (!free_lists) return;
+  GC_FREE(free_lists);  // what is left on the lists is garbage now
+  free_lists = nullptr;
+}
+
 void* gc_alloc(size_t bytes) {
   work.objects++;
   work.bytes += bytes;
-  void* p = GC_MALLOC(bytes);
-  if (!p) throw Error("out of memory");
+  void* p;
+  GC_MALLOC_WORDS_KIND(p, (bytes + 7) / 8, my_free_lists()->normal, GC_I_NORMAL, *(void**)p = 0);
+  if (!p) out_of_memory();
   return p;
 }
 
@@ -51,13 +85,7 @@ void* gc_alloc_atomic(size_t bytes) {
   work.objects++;
   work.bytes += bytes;
   void* p = GC_MALLOC_ATOMIC(bytes);
-  if (!p) throw Error("out of memory");
-  return p;
-}
-
-void* gc_alloc_uncollectable(size_t bytes) {
-  void* p = GC_MALLOC_UNCOLLECTABLE(bytes);
-  if (!p) throw Error("out of memory");
+  if (!p) out_of_memory();
   return p;
 }
 

@@ -125,6 +125,8 @@ void* gc_alloc(size_t bytes);
 void* gc_alloc_atomic(size_t bytes);
 // Memory the collector scans but never frees (roots: global cells, primitives, host handles).
 void* gc_alloc_uncollectable(size_t bytes);
+// Gives this thread's free lists back (when an evaluation thread ends).
+void release_free_lists();
 
 // The work an evaluation does beyond primitive operations (SPEC §6 metering, extended): counted
 // per thread while it evaluates, and added to its interpreter's totals when the evaluation ends.
