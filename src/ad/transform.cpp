@@ -158,49 +158,30 @@ Lambda* tagged_version(Lambda* B) {
   W->name = B->name;
   W->pos = B->pos;
   W->param = new_var("ys");
-  W->body = new_body();
-  Emitter e{W->body, B->pos};
-  Var* y = e.prim_app(current->p_unsensitize, W->param);
-  VarMap m;
-  m[B->param] = y;
-  Body* copy = clone_body(B->body, m);
-  for (const Binding& b : copy->binds) W->body->binds.push_back(b);
-  W->body->result = e.prim_app(current->p_sensitize, copy->result);
   W->free.assign(B->free.begin(), B->free.end());
   W->free_done = true;
+  W->lazy_of = B;
+  W->lazy_kind = 'W';
   B->wrapped = W;
   return W;
 }
 
-// BackCall is shorthand for three calls; the transforms see the calls.
-Body* expand_backcalls(Body* src) {
-  bool any = false;
-  for (const Binding& b : src->binds) any |= b.op == Op::BackCall;
-  if (!any) return src;
-  Body* out = new_body();
-  Emitter e{out, Pos()};
-  for (const Binding& b : src->binds) {
-    if (b.op != Op::BackCall) {
-      out->binds.push_back(b);
-      continue;
-    }
-    e.pos = b.pos;
-    Var* s = e.prim_app(current->p_sensitize, b.b);
-    Var* r = e.app(b.a, s);
-    Var* k = e.prim(current->p_unsensitize);
-    Binding& u = e.emit(Op::App, "call");
-    u.a = k;
-    u.b = r;
-    u.x = b.x;
-  }
-  out->result = src->result;
-  return out;
+Body* tagged_body(Lambda* W, Lambda* B) {
+  ensure_body(B);
+  Body* body = new_body();
+  Emitter e{body, B->pos};
+  Var* y = e.prim_app(current->p_unsensitize, W->param);
+  VarMap m;
+  m[B->param] = y;
+  Body* copy = clone_body(B->body, m);
+  for (const Binding& b : copy->binds) body->binds.push_back(b);
+  body->result = e.prim_app(current->p_sensitize, copy->result);
+  return body;
 }
 
 // ---- forward ----
 
 Body* forward_body(Body* src, VarMap& m) {
-  src = expand_backcalls(src);
   Body* out = new_body();
   out->binds.reserve(src->binds.size());
   for (const Binding& b : src->binds) {
@@ -213,6 +194,14 @@ Body* forward_body(Body* src, VarMap& m) {
     switch (b.op) {
       case Op::Const: n.constant = j_star(b.constant); break;
       case Op::Global: n.xf = append_xf(b.xf, 'F'); break;
+      case Op::BackCall:  // the raw entry of the forward transform of the backpropagator
+        n.op = Op::App;
+        n.raw_call = true;
+        n.xf = append_xf("", 'F');
+        break;
+      case Op::App:
+        if (b.raw_call) n.xf = append_xf(b.xf, 'F');
+        break;
       case Op::Lambda:
         n.lam = forward_transform(b.lam);
         n.caps = map_caps(b, m);
@@ -460,8 +449,14 @@ struct Reverse {
         x = n.x;
         break;
       }
+      case Op::BackCall:  // a call of a backpropagator's raw entry, transformed like any call
       case Op::App: {  // φ{x_i = x_j x_k} ≡ (x⃖_i, x̃_i) = x⃖_j x⃖_k
         Var* p = out.app(lookup(fw, b.a), lookup(fw, b.b));
+        if (b.op == Op::BackCall || b.raw_call) {
+          Binding& call = out.body->binds.back();
+          call.raw_call = true;
+          call.xf = append_xf(b.op == Op::BackCall ? "" : b.xf, 'R');
+        }
         auto [v, t] = out.split(p, "(cons value backpropagator)");
         x = v;
         tilde[b.x] = t;
@@ -489,7 +484,6 @@ struct Reverse {
         x = out.env_ref(lookup(fw, b.a), b.index, reverse_transform(b.lam));
         env_of[b.a].emplace(b.index, b.x);
         break;
-      case Op::BackCall: throw Error("internal error: BackCall survived expansion");
       case Op::If: {
         // The paper encodes `if` as a call of if-procedure on two thunks; transforming the
         // branches in place computes the same values without building the thunks.
@@ -540,7 +534,6 @@ struct Reverse {
   // φ of a non-tail branch, ending in (cons x⃖ backpropagator), the backpropagator running ρ of
   // the branch and returning the list of the sensitivities of `vars`.
   Body* phi_branch(Body* branch, const std::vector<Var*>& vars, Pos pos) {
-    branch = expand_backcalls(branch);
     Body* nb = new_body();
     Emitter be{nb, pos};
     size_t mark = scope_mark();
@@ -571,6 +564,7 @@ struct Reverse {
       case Op::Check: return;
       case Op::Copy:  // ρ{x_i = x_j} ≡ x̄_j ⊕= x̄_i
       case Op::Sens: acc(b.a, xb); return;
+      case Op::BackCall:
       case Op::App: {  // ρ{x_i = x_j x_k} ≡ (x̄_j, x̄_k) ⊕= x̃_i x̄_i
         Var* u = bp.back_call(tilde.at(b.x), xb);
         auto [fb, ab] = bp.split(u, "(cons f-bar x-bar)");
@@ -594,7 +588,6 @@ struct Reverse {
       case Op::Car:
       case Op::Cdr: add_pending(b.a, b.op, 0, nullptr, xb); return;
       case Op::EnvRef: add_pending(b.a, Op::EnvRef, b.index, b.lam, xb); return;
-      case Op::BackCall: return;  // expanded before the transform
       case Op::If: {
         const IfInfo& info = ifs.at(b.x);
         Var* cur = bp.back_call(info.bp, xb);
@@ -640,7 +633,6 @@ struct Reverse {
   // φ of a body in tail position of the forward phase: its last binding, when it is an `if`
   // whose value is the body's, gets a way out in each branch.
   void tail_body(Body* body, Emitter& out, std::vector<Segment>& path) {
-    body = expand_backcalls(body);
     size_t n = body->binds.size();
     for (size_t i = 0; i < n; i++) {
       const Binding& b = body->binds[i];
@@ -670,6 +662,7 @@ struct Reverse {
   }
 
   void run() {
+    ensure_body(L);
     RL->body = new_body();
     Emitter out{RL->body, L->pos};
     std::vector<Segment> path;
@@ -704,35 +697,72 @@ Value zero_backpropagator(Value f, Value x) {
   return make_closure(in.zero_bp, env, 2);
 }
 
-Lambda* forward_transform(Lambda* lam) {
-  if (lam->fwd) return lam->fwd;
-  AnalysisScope analysis;
-  if (lam->raw_bp) {  // see tagged_version
-    Lambda* f = forward_transform(tagged_version(lam));
-    f->source = lam;
-    return lam->fwd = f;
-  }
+namespace {
+
+// The transforms of a lambda's own body (the paper's), cached; the body is made on first need.
+Lambda* plain_transform(Lambda* lam, char t) {
+  Lambda*& cached = t == 'F' ? lam->fwd_plain : lam->rev_plain;
+  if (cached) return cached;
   VarMap m;
-  Lambda* f = start_transform(lam, 'F', m);
-  lam->fwd = f;  // before the body: recursive references find it
-  f->body = forward_body(lam->body, m);
-  return f;
+  Lambda* r = start_transform(lam, t, m);
+  r->lazy_of = lam;
+  r->lazy_kind = t;
+  return cached = r;
+}
+Lambda* forward_plain(Lambda* lam) { return plain_transform(lam, 'F'); }
+Lambda* reverse_plain(Lambda* lam) { return plain_transform(lam, 'R'); }
+
+// A transform of lam as a procedure. A raw backpropagator B is the procedure of its tagged
+// version (tagged_version); the transform's raw variant is the transform of B's own body. A
+// lambda with a raw variant passes it on, so that BackCalls transformed any number of times
+// reach the body they call.
+Lambda* transform_lambda(Lambda* lam, char t) {
+  Lambda*& cached = t == 'F' ? lam->fwd : lam->rev;
+  if (cached) return cached;
+  AnalysisScope analysis;
+  Lambda* (*plain)(Lambda*) = t == 'F' ? forward_plain : reverse_plain;
+  if (lam->raw_bp) {
+    Lambda* r = plain(tagged_version(lam));
+    r->source = lam;
+    Lambda* raw = plain(lam);
+    raw->source = lam;
+    r->raw_variant = raw;
+    return cached = r;
+  }
+  Lambda* r = plain(lam);
+  cached = r;  // before the raw variant: it may refer back
+  if (lam->raw_variant) r->raw_variant = transform_lambda(lam->raw_variant, t);
+  return r;
 }
 
-Lambda* reverse_transform(Lambda* lam) {
-  if (lam->rev) return lam->rev;
+}  // namespace
+
+void ensure_body(Lambda* lam) {
+  if (lam->body || !lam->lazy_of) return;
   AnalysisScope analysis;
-  if (lam->raw_bp) {  // see tagged_version
-    Lambda* r = reverse_transform(tagged_version(lam));
-    r->source = lam;
-    return lam->rev = r;
+  Lambda* src = lam->lazy_of;
+  if (lam->lazy_kind == 'W') {
+    lam->body = tagged_body(lam, src);
+    return;
+  }
+  if (!src->free_done) compute_free_variables(src);
+  VarMap m;
+  m[src->param] = lam->param;
+  for (size_t k = 0; k < src->free.size(); k++) m[src->free[k]] = lam->free[k];
+  if (lam->lazy_kind == 'F') {
+    ensure_body(src);
+    lam->body = forward_body(src->body, m);
+    return;
   }
   Reverse r;
-  r.L = lam;
-  r.RL = start_transform(lam, 'R', r.fw);
-  lam->rev = r.RL;
+  r.L = src;
+  r.RL = lam;
+  r.fw = std::move(m);
   r.run();
-  return r.RL;
 }
+
+Lambda* forward_transform(Lambda* lam) { return transform_lambda(lam, 'F'); }
+
+Lambda* reverse_transform(Lambda* lam) { return transform_lambda(lam, 'R'); }
 
 }  // namespace vlad

@@ -189,7 +189,7 @@ struct Compiler {
   // Returns the index of t among B's captures, or -1.
   int chain_call_at(Body* b, size_t i, bool tail) {
     size_t n = b->binds.size();
-    if (!tail || b->binds[i].op != Op::App || i + 5 != n || !split_at(b, i)) return -1;
+    if (!tail || b->binds[i].op != Op::App || b->binds[i].raw_call || i + 5 != n || !split_at(b, i)) return -1;
     Binding& v = b->binds[i + 1];
     Binding& t = b->binds[i + 2];
     Binding& lam = b->binds[i + 3];
@@ -300,6 +300,7 @@ struct Compiler {
 void compile(Lambda* lam) {
   if (lam->code) return;
   AnalysisScope analysis;
+  ensure_body(lam);
   if (!lam->free_done) compute_free_variables(lam);
   Compiler c;
   c.lam = lam;

@@ -63,6 +63,9 @@ struct Binding {
   int index = 0;
   Pos pos;
   const char* pattern = nullptr;  // Car/Cdr/Check: the pattern, for "does not match pattern"
+  // App: call the raw entry of a's value (a backpropagator's body, or the same transform of it:
+  // Lambda::raw_variant) — what a BackCall becomes under the transforms, which apply `xf` to it.
+  bool raw_call = false;
   Value cache_in = Value::unbound();   // Global with transforms: last cell value seen ...
   Value cache_out = Value::unbound();  // ... and its transform
 };
@@ -88,6 +91,12 @@ struct Lambda {
   Lambda* source = nullptr;
   Lambda* fwd = nullptr;
   Lambda* rev = nullptr;
+  Lambda* fwd_plain = nullptr;  // the transforms of this lambda's own body (for a raw
+  Lambda* rev_plain = nullptr;  // backpropagator, `fwd`/`rev` are those of `wrapped`)
+  // A transform's body is made when it is first needed (ensure_body): until then body is null
+  // and this lambda is the `lazy_kind` ('F', 'R', or 'W' for tagged_version) of `lazy_of`.
+  Lambda* lazy_of = nullptr;
+  char lazy_kind = 0;
   // A rule lambda: the VLAD code of a primitive's forward ('F') or reverse ('R') version.
   Prim* rule_of = nullptr;
   char rule_kind = 0;
@@ -118,6 +127,9 @@ struct Lambda {
   bool raw_bp = false;
   bool way_out = false;  // the backpropagator of a way out of a reverse transform's body: (f̄ . x̄)
   Lambda* wrapped = nullptr;
+  // The transform of a raw backpropagator's body, for the transform of that backpropagator (whose
+  // lambda is the transform of `wrapped`): what a transformed BackCall calls (Binding::raw_call).
+  Lambda* raw_variant = nullptr;
 
   Code* code = nullptr;     // compiled on first call
   Value empty_closure;      // when `free` is empty, the one closure of this lambda
@@ -126,6 +138,9 @@ struct Lambda {
 Var* new_var(const char* name);
 Lambda* new_lambda();
 Body* new_body();
+
+// Makes the body of a transform made lazily (transform.cpp); nothing for any other lambda.
+void ensure_body(Lambda* lam);
 
 // Computes the free variables of `lam` (and of every lambda nested in it), in variable-id order.
 void compute_free_variables(Lambda* lam);

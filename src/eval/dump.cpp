@@ -19,6 +19,7 @@ void dump_lambda(const Lambda* lam, int indent, std::string& out, int lambda_dep
          (lam->transform ? std::string(" [") + lam->transform + "]" : "") + (lam->raw_bp ? " [raw]" : "") + " free:";
   for (const Var* v : lam->free) out += " " + var_name(v);
   out += "\n";
+  if (lambda_depth > 0) ensure_body(const_cast<Lambda*>(lam));
   if (lambda_depth > 0 && lam->body) dump_body(lam->body, indent + 2, out, lambda_depth - 1);
   else out += pad + "  ...\n";
   out += pad + ")\n";

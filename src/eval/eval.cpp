@@ -125,6 +125,8 @@ inline bool zero_sensitivity(Value y) {
 
 enum class Exit : uint8_t { Value, Pair, Tail, ChainTail };
 
+Value raw_apply(Value t, Value y, Pos pos, Value* out, const char* xf);
+
 struct Exec {
   Value* fr;
   Value* env;
@@ -206,6 +208,18 @@ struct Exec {
         case Op::Global: fr[ip->x] = global_value(ip->src); break;
         case Op::App: {
           work.applications++;
+          if (ip->src->raw_call) {
+            Value out[2];
+            Value r = raw_apply(get(ip->a), arg_of(ip), ip->src->pos, ip->split ? out : nullptr, ip->src->xf);
+            if (ip->split) {
+              if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
+              fr[ip->x] = out[0];
+              fr[ip->x2] = out[1];
+            } else {
+              fr[ip->x] = r;
+            }
+            break;
+          }
           if (ip->split) {
             run_split(ip);
             break;
@@ -489,7 +503,7 @@ void note_retained(Value bp) {
 
 // Applies f to arg. With `out`, a callee that delivers its value as two halves (a pair result,
 // a native reverse rule, a chain) writes them there and unbound is returned; otherwise the value.
-Value apply_core(Value f, Value arg, Pos call_pos, Value* out) {
+Value apply_core(Value f, Value arg, Pos call_pos, Value* out, Lambda* entry = nullptr) {
   Interp* in = current;
   CallFrame frame(f, call_pos);
   Value* fr = nullptr;
@@ -505,7 +519,10 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out) {
     if (is(f, Kind::Closure)) {
       Closure* cl = static_cast<Closure*>(f.as_obj());
       Lambda* lam = cl->lambda;
-      if (lam->native_split1 && (out || chain_last)) {
+      if (entry) {  // a raw call: this body over the closure's environment
+        lam = entry;
+        entry = nullptr;
+      } else if (lam->native_split1 && (out || chain_last)) {
         if (lam->native_split1(cl, arg, halves)) break;
       } else if (lam->native1) {
         Value r = lam->native1(cl, arg);
@@ -514,7 +531,7 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out) {
           goto value;
         }
       }
-      if (lam->raw_bp) {  // a backpropagator called as a procedure: (sensitize ∘ body ∘ unsensitize)
+      if (lam->raw_bp && lam == cl->lambda) {  // a backpropagator called as a procedure: (sensitize ∘ body ∘ unsensitize)
         if (in->meter_retained) note_retained(f);
         Value r = run_raw(cl, unsensitize(arg), halves, call_pos);
         halves[0] = sensitize(r.is_unbound() ? cons(halves[0], halves[1]) : r);
@@ -586,6 +603,20 @@ value:
     return Value::unbound();
   }
   return cons(halves[0], halves[1]);
+}
+
+// A transformed backpropagator call (Binding::raw_call): the raw entry of t's lambda over t's
+// environment; anything else is called as (%backcall t y), transformed by xf.
+Value raw_apply(Value t, Value y, Pos pos, Value* out, const char* xf) {
+  t = unview(t);
+  if (is(t, Kind::Closure)) {
+    Lambda* lam = static_cast<Closure*>(t.as_obj())->lambda;
+    Lambda* entry = lam->raw_variant ? lam->raw_variant : lam->raw_bp ? lam : nullptr;
+    if (entry) return apply_core(t, y, pos, out, entry);
+  }
+  Value helper = current->cell(intern("%backcall"), true)->value;
+  for (const char* p = xf; *p; p++) helper = transform_value(helper, *p);
+  return apply_core(helper, cons(t, y), pos, out);
 }
 
 }  // namespace

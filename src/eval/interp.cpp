@@ -12,6 +12,13 @@ namespace vlad {
 
 extern const char* prelude_source;
 
+namespace {
+void mark_raw_backpropagator(Lambda* outer) {
+  for (Binding& bd : outer->body->binds)
+    if (bd.op == Op::Lambda) bd.lam->raw_bp = true;
+}
+}  // namespace
+
 Interp::Interp() {
   gc_init();
   // A reverse pass keeps its whole forward phase alive until the backpropagator runs, so the
@@ -29,6 +36,8 @@ Interp::Interp() {
   RunOptions opt;
   opt.prelude = true;
   run_text(*this, prelude_source, "<prelude>", opt, [](Value, Pos) {});
+  // %zero-bp makes the backpropagators of comparisons and predicates: raw, like every rule's.
+  mark_raw_backpropagator(static_cast<Closure*>(cell(intern("%zero-bp"), true)->value.as_obj())->lambda);
   // The user's namespace starts as a copy of the prelude's.
   for (auto& [name, c] : prelude_cells) {
     Cell* u = cell(name, false);
@@ -139,6 +148,18 @@ void run_text(Interp& in, const std::string& text, const char* file, const RunOp
 
 namespace {
 
+// The lambda a rule's body makes (its backpropagator), marked raw: it takes ȳ and returns (f̄ . x̄).
+bool mark_raw_in(Body* b) {
+  for (Binding& bd : b->binds) {
+    if (bd.op == Op::Lambda) {
+      bd.lam->raw_bp = true;
+      return true;
+    }
+    if (bd.op == Op::If && (mark_raw_in(bd.then_) || mark_raw_in(bd.else_))) return true;
+  }
+  return false;
+}
+
 Value eval_rule(Prim* p, const char* src, char kind) {
   AnalysisScope analysis;
   Interp& in = *current;
@@ -148,6 +169,7 @@ Value eval_rule(Prim* p, const char* src, char kind) {
   Lambda* lam = static_cast<Closure*>(v.as_obj())->lambda;
   lam->rule_of = p;
   lam->rule_kind = kind;
+  if (kind == 'R') mark_raw_in(lam->body);
   std::string name = std::string(kind == 'F' ? "forward " : "reverse ") + p->name;
   lam->name = intern(name);
   install_native(p, lam, kind);

@@ -238,7 +238,7 @@ std::string fwd_unary(const std::string& op, const std::string& d) {
 }
 std::string rev_unary(const std::string& op, const std::string& d) {
   return "(lambda (xr) (let ((x (*j-inverse xr))) (cons (*j (" + op +
-         " x)) (lambda (ys) (sensitize (cons '() (* " + d + " (unsensitize ys))))))))";
+         " x)) (lambda (y) (cons '() (* " + d + " y))))))";
 }
 // Real primitive op of n >= 2 reals, taking the tuple (x1 . (x2 . ... xn)), with partials
 // D1..Dn over x1..xn; `tan` is the tangent expression over dx1..dxn, and `sens` the tuple of
@@ -262,7 +262,7 @@ std::string fwd_tuple(const std::string& op, int n, const std::string& tan) {
 }
 std::string rev_tuple(const std::string& op, int n, const std::string& sens) {
   return "(lambda (xr) (let* ((p (*j-inverse xr))" + tuple_parts("p", "x", n) + ") (cons (*j " + tuple_call(op, n) +
-         ") (lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() " + sens + ")))))))";
+         ") (lambda (y) (cons '() " + sens + ")))))";
 }
 std::string fwd_binary(const std::string& op, const std::string& tan) { return fwd_tuple(op, 2, tan); }
 std::string rev_binary(const std::string& op, const std::string& sens) { return rev_tuple(op, 2, sens); }
@@ -296,17 +296,15 @@ std::string fwd_linear(const std::string& op) {
 // the lazy zero), the value is computed on the reverse values directly: no J⁻¹ of the argument,
 // which would walk it (paper end of §4: these primitives must not traverse their input).
 std::string rev_commuting(const std::string& op, const std::string& transpose) {
-  return "(lambda (xr) (cons (" + op + " xr) (lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() " +
-         transpose + "))))))";
+  return "(lambda (xr) (cons (" + op + " xr) (lambda (y) (cons '() " + transpose + "))))";
 }
 std::string rev_linear(const std::string& op, const std::string& transpose) {
   return "(lambda (xr) (let ((x (*j-inverse xr))) (cons (*j (" + op +
-         " x)) (lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() " + transpose + ")))))))";
+         " x)) (lambda (y) (cons '() " + transpose + ")))))";
 }
 // Structural primitives act on transformed values directly; their sensitivity rule is given.
 std::string rev_structural(const std::string& op, const std::string& sens) {
-  return "(lambda (xr) (cons (" + op + " xr) (lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() " +
-         sens + "))))))";
+  return "(lambda (xr) (cons (" + op + " xr) (lambda (y) (cons '() " + sens + "))))";
 }
 
 struct Row {
@@ -373,8 +371,7 @@ std::vector<Row> table() {
                rev_structural("cdr", "(cons (%rzero (car xr)) y)")});
   t.push_back({"if-procedure", 1, PrimClass::Structural, p_if, nullptr, "",
                "(lambda (xr) (let ((c (car xr)) (th (car (cdr xr))) (el (cdr (cdr xr)))) (cons (if-procedure xr) "
-               "(lambda (ys) (let ((y (unsensitize ys))) (sensitize (cons '() (cons (%rzero c) (if c (cons y "
-               "(%rzero el)) (cons (%rzero th) y))))))))))"});
+               "(lambda (y) (cons '() (cons (%rzero c) (if c (cons y (%rzero el)) (cons (%rzero th) y))))))))"});
   t.push_back({"real", 1, PrimClass::Structural, p_real, nullptr, "", rev_structural("real", "y")});
   t.push_back({"write-real", 1, PrimClass::Structural, p_write_real, nullptr, "", rev_structural("write-real", "y")});
   t.push_back({"write", 1, PrimClass::Structural, p_write, nullptr, "", rev_structural("write", "y")});
@@ -382,7 +379,7 @@ std::vector<Row> table() {
   t.push_back({"newline", 1, PrimClass::Structural, p_newline, nullptr, "", rev_structural("newline", "y")});
   t.push_back({"read-real", 1, PrimClass::Structural, p_read_real, nullptr,
                "(lambda (b) (bundle (read-real '()) (perturb 0)))",
-               "(lambda (xr) (cons (*j (read-real '())) (lambda (ys) (sensitize (cons '() (%rzero xr))))))"});
+               "(lambda (xr) (cons (*j (read-real '())) (lambda (y) (cons '() (%rzero xr)))))"});
   t.push_back({"error", 1, PrimClass::Structural, p_error, nullptr, "", ""});
   // AD primitives.
   t.push_back({"zero", 1, PrimClass::AD, p_zero, nullptr, fwd_linear("zero"), rev_commuting("zero", "(%rzero xr)")});
