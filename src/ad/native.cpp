@@ -401,6 +401,96 @@ Lambda* rule_bp(Prim* p) {
   return static_cast<Closure*>(r.as_obj())->lambda->native_bp;
 }
 
+// ---- the AD primitives' rules ----
+// Their forward rules apply the primitive to primal and tangent (fwd_linear); their reverse rules
+// compute the value from the reverse argument and close the backpropagator over xr or x (prims.cpp
+// rev_commuting, rev_linear). The C++ operations behind them act on values of any level, so these
+// natives are exact at every level of nesting, not only the first.
+
+enum AdOp : uint8_t { A_NONE, A_ZERO, A_RZERO, A_PLUS, A_PERTURB, A_UNPERTURB, A_BUNDLE, A_PRIMAL, A_TANGENT,
+                      A_SENSITIZE, A_UNSENSITIZE, A_J, A_JINV };
+
+AdOp ad_op_of(const char* n) {
+  static const struct { const char* name; AdOp op; } table[] = {
+      {"zero", A_ZERO},         {"%rzero", A_RZERO},     {"plus", A_PLUS},           {"perturb", A_PERTURB},
+      {"unperturb", A_UNPERTURB}, {"bundle", A_BUNDLE},   {"primal", A_PRIMAL},       {"tangent", A_TANGENT},
+      {"sensitize", A_SENSITIZE}, {"unsensitize", A_UNSENSITIZE}, {"*j", A_J},          {"*j-inverse", A_JINV}};
+  for (const auto& e : table)
+    if (!strcmp(n, e.name)) return e.op;
+  return A_NONE;
+}
+
+inline AdOp ad_op(Prim* p) { return (AdOp)p->native_op; }
+
+// Commuting with *j: the value is computed on the reverse values directly.
+inline bool commutes(AdOp op) { return op == A_ZERO || op == A_RZERO || op == A_PLUS || op == A_J || op == A_JINV; }
+
+Value fwd_ad(Closure* c, Value v) {
+  Prim* p = prim_of(c);
+  return bundle(apply_prim(p, primal(v)), perturb(apply_prim(p, unperturb(tangent(v)))));
+}
+
+bool rev_ad_s(Closure* c, Value xr, Value* out) {
+  Prim* p = prim_of(c);
+  Lambda* bp = bp_of(c);
+  Value x = Value::unbound();
+  if (commutes(ad_op(p))) {
+    out[0] = apply_prim(p, xr);
+  } else {
+    x = star_j_inverse(xr);
+    out[0] = star_j(apply_prim(p, x));
+  }
+  size_t n = bp->free.size();
+  if (n == 0) {
+    out[1] = closure_of(bp, nullptr);
+  } else {  // the bp closes over xr (commuting rules) or x (the others)
+    Value env = x.is_unbound() ? xr : x;
+    out[1] = make_closure(bp, &env, 1);
+  }
+  return true;
+}
+
+bool bp_ad(Closure* c, Value y, Value* out) {
+  Prim* p = c->lambda->native_prim;
+  Value e = c->aux ? c->env[0] : Value::nil();
+  switch (ad_op(p)) {
+    case A_ZERO:
+    case A_RZERO: return result(out, rzero(e));
+    case A_PLUS: return result(out, cons(y, y));
+    case A_PERTURB: return result(out, unperturb(y));
+    case A_UNPERTURB: return result(out, perturb(y));
+    case A_BUNDLE: return result(out, cons(primal(y), tangent(y)));
+    case A_PRIMAL: return result(out, bundle(y, zero_of(tangent(e))));
+    case A_TANGENT: return result(out, bundle(zero_of(primal(e)), y));
+    case A_SENSITIZE: return result(out, unsensitize(y));
+    case A_UNSENSITIZE: return result(out, sensitize(y));
+    case A_J: return result(out, star_j_inverse(y));
+    case A_JINV: return result(out, star_j(y));
+    case A_NONE: break;
+  }
+  return false;
+}
+
+void install_ad_native(Prim* p, Lambda* rule, char kind) {
+  AdOp op = ad_op_of(p->name);
+  if (op == A_NONE) return;
+  p->native_op = op;
+  rule->native_prim = p;
+  if (kind == 'F') {
+    rule->native1 = fwd_ad;
+    return;
+  }
+  compute_free_variables(rule);
+  Lambda* bp = find_bp(rule->body);
+  if (!bp || bp->free.size() > 1) return;
+  // the bp's one free variable must be what rev_ad_s gives it
+  if (bp->free.size() == 1 && strcmp(bp->free[0]->name, commutes(op) ? "xr" : "x")) return;
+  bp->native_prim = p;
+  rule->native_bp = bp;
+  set_rule1<rev_ad_s>(rule);
+  set_bp<bp_ad>(bp);
+}
+
 }  // namespace
 
 Value materialize_view(Value v) {
@@ -445,7 +535,8 @@ bool back_view(Value bp, Value y, Value* out) {
 }
 
 void install_native(Prim* p, Lambda* rule, char kind) {
-  if (p->cls == PrimClass::Host || p->cls == PrimClass::AD) return;
+  if (p->cls == PrimClass::AD) return install_ad_native(p, rule, kind);
+  if (p->cls == PrimClass::Host) return;
   const char* n = p->name;
   p->native_op = native_op_of(n);
   rule->native_prim = p;
