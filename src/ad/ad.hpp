@@ -64,7 +64,10 @@ enum ViewTag : uint64_t { kViewBpNode = 1, kViewBpCar = 2, kViewBpCdr = 3, kView
 // The closure a view stands for (v itself when it is not a view).
 Value materialize_view(Value v);
 inline Value unview(Value v) { return v.is_view() ? materialize_view(v) : v; }
-// A view's backpropagator applied to ȳ: (f̄ . x̄) into out; false when ȳ is outside the fast case.
-bool back_view(Value bp, Value y, Value* out);
+// A view's backpropagator applied to ȳ: (f̄ . x̄) into out, or with `three` (f̄, car x̄, cdr x̄);
+// false when ȳ is outside the fast case.
+bool back_view(Value bp, Value y, Value* out, bool three = false);
+// The two parts of a pair sensitivity into out[0], out[1] (the placeholder zero gives two).
+void split_sensitivity(Value s, Value* out);
 
 }  // namespace vlad

@@ -299,8 +299,20 @@ inline bool result(Value* out, Value x_bar) {
   return true;
 }
 
+// (f̄ . (a . b)): as three values when `three` (the caller takes the argument pair apart).
+inline bool result2(Value* out, double a, double b, bool three) {
+  out[0] = Value::nil();
+  if (three) {
+    out[1] = Value::real(a);
+    out[2] = Value::real(b);
+  } else {
+    out[1] = cons(Value::real(a), Value::real(b));
+  }
+  return true;
+}
+
 // x̄ of an arithmetic primitive's node for ȳ = y.
-bool back_node(Prim* p, const RevNode* n, double y, Value* out) {
+bool back_node(Prim* p, const RevNode* n, double y, Value* out, bool three = false) {
   const Ids& I = ids();
   NativeOp op = op_of(p);
   switch (node_args(op)) {
@@ -311,18 +323,18 @@ bool back_node(Prim* p, const RevNode* n, double y, Value* out) {
       return result(out, Value::real(d * y));
     }
     case 0:
-      if (op == N_ADD) return result(out, cons(Value::real(y), Value::real(y)));
+      if (op == N_ADD) return result2(out, y, y, three);
       count(I.sub);
-      return result(out, cons(Value::real(y), Value::real(0 - y)));
+      return result2(out, y, 0 - y, three);
     default: {
       double x1 = n->x1.as_real(), x2 = n->x2.as_real(), d1, d2;
       if (op == N_MUL) {
         count(I.mul, 2);
-        return result(out, cons(Value::real(x2 * y), Value::real(x1 * y)));
+        return result2(out, x2 * y, x1 * y, three);
       }
       binary_partials(op, x1, x2, d1, d2);
       count(I.mul, 2);
-      return result(out, cons(Value::real(d1 * y), Value::real(d2 * y)));
+      return result2(out, d1 * y, d2 * y, three);
     }
   }
 }
@@ -517,21 +529,42 @@ Value materialize_view(Value v) {
   throw Error("internal error: an unknown view");
 }
 
-bool back_view(Value bp, Value y, Value* out) {
-  if ((bp.bits >> 48) == 1) return result(out, cons(Value::real(0), Value::real(0)));
+bool back_view(Value bp, Value y, Value* out, bool three) {
+  if ((bp.bits >> 48) == 1) return result2(out, 0, 0, three);
   Obj* o = view_obj(bp);
   switch (view_tag(bp)) {
     case kViewBpNode: {
       double yr;
       if (!plain_real(y, yr)) return false;
       RevNode* n = static_cast<RevNode*>(o);
-      return back_node(current->prims[n->aux - 1], n, yr, out);
+      if (three && node_args(op_of(current->prims[n->aux - 1])) == 1) three = false;
+      if (!back_node(current->prims[n->aux - 1], n, yr, out, three)) return false;
+      if (three) return true;
+      break;
     }
-    case kViewBpCar: return result(out, car_bar(Value::obj(o), y));
-    case kViewBpCdr: return result(out, cdr_bar(Value::obj(o), y));
-    case kViewBpConst: return result(out, rzero(Value::obj(o)));
+    case kViewBpCar:
+      if (three) {
+        out[0] = Value::nil();
+        out[1] = y;
+        out[2] = rzero(cdr(force(Value::obj(o))));
+        return true;
+      }
+      result(out, car_bar(Value::obj(o), y));
+      break;
+    case kViewBpCdr:
+      if (three) {
+        out[0] = Value::nil();
+        out[1] = rzero(car(force(Value::obj(o))));
+        out[2] = y;
+        return true;
+      }
+      result(out, cdr_bar(Value::obj(o), y));
+      break;
+    case kViewBpConst: result(out, rzero(Value::obj(o))); break;
+    default: return false;
   }
-  return false;
+  if (three) split_sensitivity(out[1], out + 1);
+  return true;
 }
 
 void install_native(Prim* p, Lambda* rule, char kind) {

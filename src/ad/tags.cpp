@@ -208,6 +208,17 @@ Value strip_tags(Value v) {
   }
 }
 
+void split_sensitivity(Value s, Value* out) {
+  if (s.is_zero_sens()) {
+    out[0] = out[1] = s;
+    return;
+  }
+  s = force(s);
+  if (!is_pair(s)) throw Error("value " + write_string(s) + " does not match pattern (cons a d)");
+  out[0] = car(s);
+  out[1] = cdr(s);
+}
+
 Value env_ref(Value v, int index, Lambda* lam) {
   (void)lam;
   v = force(unview(v));

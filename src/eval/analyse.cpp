@@ -238,10 +238,20 @@ struct Compiler {
       if (bd.b) in.b = ref(bd.b);
       in.k = bd.constant;
       bool last = i + 1 == n && bd.x == b->result;
+      bool split3 = false;
       if (split) {
         in.split = true;
         in.x = b->binds[i + 1].x->slot;
         in.x2 = b->binds[i + 2].x->slot;
+        // ... and its x̄ taken apart at once too: (f̄ car-x̄ cdr-x̄)
+        Var* xb = b->binds[i + 2].x;
+        if (bd.op == Op::BackCall && split_at(b, i + 2)) {
+          split3 = true;
+          in.split3 = true;
+          in.x2 = b->binds[i + 3].x->slot;
+          in.x3 = b->binds[i + 4].x->slot;
+        }
+        (void)xb;
       }
       switch (bd.op) {
         case Op::If:
@@ -285,6 +295,7 @@ struct Compiler {
       }
       ins.push_back(in);
       if (hole >= 0) i += 4;
+      else if (split3) i += 4;
       else if (split) i += 2;
     }
     c->n = (int)ins.size();

@@ -24,7 +24,8 @@ struct Instr {
   Lambda* chain;
   bool self_ref;     // Lambda: the running closure itself (a letrec member naming itself)
   bool inert_guard;  // Lambda of a way out's backpropagator: a zero one when the value (b) holds no real
-  int x, a, b, b2, x2;
+  bool split3;  // BackCall split, its x̄ split again: f̄ to x, car x̄ to x2, cdr x̄ to x3
+  int x, a, b, b2, x2, x3;
   int ncaps;
   int* caps;
   Value k;

@@ -337,7 +337,14 @@ struct Exec {
         }
         case Op::BackCall: {  // (f̄ . x̄) = (unsensitize (bp (sensitize ȳ))), usually split at once
           work.applications++;
-          Value out[2];
+          Value out[3];
+          if (ip->split3) {  // (f̄ a b) with x̄ = (a . b)
+            back_call(get(ip->a), get(ip->b), out, ip->src->pos, true);
+            fr[ip->x] = out[0];
+            fr[ip->x2] = out[1];
+            fr[ip->x3] = out[2];
+            break;
+          }
           Value r = back_call(get(ip->a), get(ip->b), out, ip->src->pos);
           if (r.is_unbound()) {
             r1 = out[0];
@@ -467,7 +474,14 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
       const Instr& first = code->ins[0];
       fr[0] = y;
       fr[first.x] = halves[0];
-      fr[first.x2] = halves[1];
+      if (first.split3) {
+        Value parts[2];
+        split_sensitivity(halves[1], parts);
+        fr[first.x2] = parts[0];
+        fr[first.x3] = parts[1];
+      } else {
+        fr[first.x2] = halves[1];
+      }
       ex.env = c->env;
       ex.self = Value::obj(c);
       e = ex.run(code, 1);
@@ -625,38 +639,26 @@ Value apply(Value f, Value arg, Pos call_pos) { return apply_core(f, arg, call_p
 
 Value apply_split(Value f, Value arg, Pos call_pos, Value* out) { return apply_core(f, arg, call_pos, out); }
 
-Value back_call(Value bp, Value y, Value* out, Pos pos) {
+Value back_call(Value bp, Value y, Value* out, Pos pos, bool three) {
   if (zero_sensitivity(y)) {
-    if (!out) return Value::zero_sens();
-    out[0] = out[1] = Value::zero_sens();
+    out[0] = out[1] = out[2 * three] = Value::zero_sens();
+    return Value::unbound();
+  }
+  if (three) {  // (f̄ car-x̄ cdr-x̄): the caller takes x̄ apart at once
+    if (bp.is_view() && back_view(bp, y, out, true)) return Value::unbound();
+    Value r = back_call(bp, y, out, pos, false);
+    if (!r.is_unbound()) split_value(r, out, "(cons f-bar x-bar)", pos);
+    split_sensitivity(out[1], out + 1);
     return Value::unbound();
   }
   if (bp.is_view()) {
-    Value two[2];
-    if (back_view(bp, y, two)) {
-      if (out) {
-        out[0] = two[0];
-        out[1] = two[1];
-        return Value::unbound();
-      }
-      return cons(two[0], two[1]);
-    }
+    if (back_view(bp, y, out)) return Value::unbound();
     bp = materialize_view(bp);
   }
   if (is(bp, Kind::Closure)) {
     Closure* cl = static_cast<Closure*>(bp.as_obj());
     Lambda* lam = cl->lambda;
-    if (lam->native_back) {
-      Value two[2];
-      if (lam->native_back(cl, y, two)) {
-        if (out) {
-          out[0] = two[0];
-          out[1] = two[1];
-          return Value::unbound();
-        }
-        return cons(two[0], two[1]);
-      }
-    }
+    if (lam->native_back && lam->native_back(cl, y, out)) return Value::unbound();
     if (lam->raw_bp) return run_raw(cl, y, out, pos);
   }
   return unsensitize(apply(bp, sensitize(y), pos));

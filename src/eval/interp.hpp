@@ -64,7 +64,8 @@ Value apply(Value f, Value arg, Pos call_pos = Pos());
 Value apply_split(Value f, Value arg, Pos call_pos, Value* out);
 // (unsensitize (bp (sensitize y))) for backpropagator code (Op::BackCall), skipped for a zero y;
 // halves into out as for apply_split.
-Value back_call(Value bp, Value y, Value* out, Pos pos);
+// With `three`, out (of three) gets f̄ and the two parts of x̄ (a pair).
+Value back_call(Value bp, Value y, Value* out, Pos pos, bool three = false);
 // Fills an error's location (when missing) and call trace from this thread's call records.
 // Call where the error is caught, before evaluating anything else.
 void attach_trace(Error& e);
