@@ -34,7 +34,24 @@ const char* usage =
     "  vlad --meter FILE        run, then print primitive-operation counts to stderr\n"
     "  vlad -I DIR ...          add an include directory\n"
     "  vlad --depth-limit N     maximum depth of nested non-tail calls (default 4000000)\n"
+    "  vlad --heap-limit SIZE   most heap to use, e.g. 2G or 512M (default 3/4 of memory)\n"
     "  vlad --version | --help\n";
+
+// "2G", "512M", "64k", "1000000" (bytes; suffixes are powers of 1024). 0 when malformed.
+size_t parse_size(const std::string& s) {
+  char* end = nullptr;
+  double v = strtod(s.c_str(), &end);
+  if (end == s.c_str() || v <= 0) return 0;
+  std::string suffix(end);
+  double mult = 1;
+  if (suffix == "k" || suffix == "K") mult = 1024.0;
+  else if (suffix == "m" || suffix == "M") mult = 1024.0 * 1024;
+  else if (suffix == "g" || suffix == "G") mult = 1024.0 * 1024 * 1024;
+  else if (suffix == "t" || suffix == "T") mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (!suffix.empty()) return 0;
+  double bytes = v * mult;
+  return bytes < 1 << 20 ? 0 : (size_t)bytes;  // under 1 MiB: too small to start
+}
 
 std::string dir_of(const std::string& path) {
   size_t k = path.rfind('/');
@@ -172,6 +189,13 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) { std::cerr << "vlad: --depth-limit needs a number\n"; return 2; }
       depth_limit = atol(argv[++i]);
       if (depth_limit <= 0) { std::cerr << "vlad: --depth-limit needs a positive number\n"; return 2; }
+    } else if (a == "--heap-limit") {
+      size_t bytes = 0;
+      if (i + 1 >= argc || !(bytes = parse_size(argv[++i]))) {
+        std::cerr << "vlad: --heap-limit needs a size, such as 2G, 512M or 1000000\n";
+        return 2;
+      }
+      set_heap_limit(bytes);
     } else if (a == "--check") {
       check = true;
       for (i++; i < argc; i++) checks.push_back(argv[i]);

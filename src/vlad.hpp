@@ -259,8 +259,30 @@ class Interpreter {
   // The number of primitive arithmetic operations performed since creation or meter_reset()
   // (SPEC §6, metering).
   std::uint64_t meter_total() const;
-  // Sets the operation counts to zero.
+  // Everything the meter counts since creation or meter_reset(): arithmetic, and the work around
+  // it. `retained_peak` is measured only after measure_retained(true) (it walks each
+  // backpropagator a program calls).
+  struct Meter {
+    std::uint64_t operations = 0;        // primitive arithmetic operations (meter_total())
+    std::uint64_t steps = 0;             // instructions the interpreter executed
+    std::uint64_t applications = 0;      // procedure applications
+    std::uint64_t objects = 0;           // heap objects allocated by running code
+    std::uint64_t bytes = 0;             // heap bytes allocated by running code
+    std::uint64_t retained_peak = 0;     // most bytes a backpropagator held when a program called it
+    std::uint64_t analysis_objects = 0;  // heap objects of expansion, transforms and compilation
+    std::uint64_t analysis_bytes = 0;    // their bytes
+    std::uint64_t transformed_bindings = 0;  // bindings the forward and reverse transforms emitted
+  };
+  Meter meter() const;
+  // Sets every count to zero.
   void meter_reset();
+  // Whether meter() measures what backpropagators retain (off by default: it costs a walk).
+  void measure_retained(bool on);
+  // The most the collected heap may grow to, for the whole process (shared by every
+  // interpreter; default 3/4 of physical memory). Past it an evaluation raises Error
+  // "heap limit exceeded" and the interpreter stays usable.
+  static void set_heap_limit(std::size_t bytes);
+  static std::size_t heap_limit();
 
  private:
   detail::Session* impl_;

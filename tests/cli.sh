@@ -176,6 +176,24 @@ if [ -n "$apps" ] && [ "$apps" -ge 5000 ] && [ "$apps" -le 5010 ] && [ -n "$step
   ok "--meter reports applications ($apps), steps ($steps) and heap objects ($objs)"
 else notok "--meter reports applications, steps and heap objects" "stderr '$(one_line "$ERR")'"; fi
 
+# ---------------------------------------------------------------- the heap limit
+# A gradient through a 10^6-step loop keeps ~200 MB of backpropagators: past a 64M limit it stops
+# with an error (not a crash, not an OOM kill); the REPL carries on after it.
+printf '(define (f x) (let loop ((k 0) (acc x)) (if (= k 1000000) acc (loop (+ k 1) (sin acc)))))\n((gradient f) 0.5)\n' >heap.vlad
+run 120 "$V" --heap-limit 64M heap.vlad
+if [ $RC -eq 1 ] && printf '%s' "$ERR" | head -1 | grep -q 'heap.vlad:[0-9]*:[0-9]*: error: heap limit exceeded (64 MiB)'; then ok "--heap-limit: past it, a located error 'heap limit exceeded' and exit 1"
+else notok "--heap-limit: past it, a located error and exit 1" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+printf '(define (f x) (let loop ((k 0) (acc x)) (if (= k 1000000) acc (loop (+ k 1) (sin acc)))))\n((gradient f) 0.5)\n(+ 1 2)\n' >heap.in
+IN_FILE=heap.in run 120 "$V" --heap-limit 64M
+if [ $RC -eq 0 ] && [ "$OUT" = 3 ] && printf '%s' "$ERR" | grep -q 'heap limit exceeded'; then ok "--heap-limit: the REPL carries on after the error"
+else notok "--heap-limit: the REPL carries on after the error" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+run 120 "$V" --heap-limit 1G heap.vlad
+if [ $RC -eq 0 ] && printf '%s' "$OUT" | grep -qE '^-?[0-9]'; then ok "--heap-limit: under it the same gradient completes"
+else notok "--heap-limit: under it the same gradient completes" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+run "$V" --heap-limit lots heap.vlad
+if [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q 'heap-limit'; then ok "--heap-limit with a bad size exits 2"
+else notok "--heap-limit with a bad size exits 2" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
 # ---------------------------------------------------------------- tail calls, deep recursion, limits
 printf '(define (loop i) (if (= i 0) 0 (loop (- i 1))))\n(loop %s)\n' 1000000 >loop6.vlad
 printf '(define (loop i) (if (= i 0) 0 (loop (- i 1))))\n(loop %s)\n' 100000000 >loop8.vlad

@@ -129,6 +129,23 @@ std::vector<double> Interpreter::hessian_vector_product(const Value& f, const st
 
 std::uint64_t Interpreter::meter_total() const { return detail::session_meter(impl_); }
 void Interpreter::meter_reset() { detail::session_meter_reset(impl_); }
+Interpreter::Meter Interpreter::meter() const {
+  std::vector<std::uint64_t> v = detail::session_meter_all(impl_);
+  Meter m;
+  m.operations = v[0];
+  m.steps = v[1];
+  m.applications = v[2];
+  m.objects = v[3];
+  m.bytes = v[4];
+  m.retained_peak = v[5];
+  m.analysis_objects = v[6];
+  m.analysis_bytes = v[7];
+  m.transformed_bindings = v[8];
+  return m;
+}
+void Interpreter::measure_retained(bool on) { detail::session_measure_retained(impl_, on); }
+void Interpreter::set_heap_limit(std::size_t bytes) { detail::set_heap_limit_bytes(bytes); }
+std::size_t Interpreter::heap_limit() { return detail::heap_limit_bytes(); }
 
 }  // namespace embed
 }  // namespace vlad

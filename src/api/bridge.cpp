@@ -340,5 +340,25 @@ void session_meter_reset(Session* s) {
   guarded([&] { meter_reset(*s->in); });
 }
 
+std::vector<uint64_t> session_meter_all(Session* s) {
+  return guarded([&] {
+    const WorkCounters& w = s->in->work_total;
+    return std::vector<uint64_t>{meter_total(*s->in), w.steps, w.applications, w.objects, w.bytes, w.retained_peak,
+                                 w.analysis_objects, w.analysis_bytes, w.transformed_bindings};
+  });
+}
+
+void session_measure_retained(Session* s, bool on) { s->in->meter_retained = on; }
+
+void set_heap_limit_bytes(size_t bytes) {
+  init_collector();
+  vlad::set_heap_limit(bytes);
+}
+
+size_t heap_limit_bytes() {
+  init_collector();
+  return vlad::heap_limit();
+}
+
 }  // namespace detail
 }  // namespace vlad

@@ -77,6 +77,12 @@ void define_host(Session* s, const std::string& name, int arity,
                  std::function<double(const std::vector<double>&)> f, std::vector<std::string> partials);
 uint64_t session_meter(Session* s);
 void session_meter_reset(Session* s);
+// The meter's counts: operations, steps, applications, objects, bytes, retained peak, analysis
+// objects, analysis bytes, transformed bindings.
+std::vector<uint64_t> session_meter_all(Session* s);
+void session_measure_retained(Session* s, bool on);
+void set_heap_limit_bytes(size_t bytes);
+size_t heap_limit_bytes();
 
 }  // namespace detail
 }  // namespace vlad

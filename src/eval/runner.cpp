@@ -38,6 +38,8 @@ void* thread_main(void* arg) {
   } catch (Error& e) {
     attach_trace(e);
     job->error = std::current_exception();
+  } catch (const std::bad_alloc&) {  // a C++ container the interpreter uses
+    job->error = std::make_exception_ptr(Error("out of memory"));
   } catch (...) {
     job->error = std::current_exception();
   }

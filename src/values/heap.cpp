@@ -1,6 +1,8 @@
 // heap.cpp — allocation on the Boehm collector (one entry point each for scanned and atomic memory),
 // constructors for heap values, and the symbol table.
 #include <mutex>
+#include <cstdio>
+#include <unistd.h>
 #include <unordered_set>
 #include <vector>
 #include <string>
@@ -13,11 +15,51 @@
 
 namespace vlad {
 
+namespace {
+size_t heap_limit_bytes = 0;
+
+void quiet_warning(char*, GC_word) {}  // the collector's "out of memory" warnings: we raise an Error
+
+std::string size_text(size_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    u++;
+  }
+  char buf[64];
+  snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.3g %s", v, units[u]);
+  return buf;
+}
+}  // namespace
+
+void set_heap_limit(size_t bytes) {
+  gc_init();
+  heap_limit_bytes = bytes;
+  GC_set_max_heap_size(bytes);
+}
+
+size_t heap_limit() { return heap_limit_bytes; }
+
+[[noreturn]] void heap_exhausted() {
+  throw Error("heap limit exceeded (" + size_text(heap_limit_bytes) + "); raise it with --heap-limit");
+}
+
 void gc_init() {
   static std::once_flag once;
   std::call_once(once, [] {
     GC_set_all_interior_pointers(0);
     GC_INIT();
+    GC_set_warn_proc(quiet_warning);
+    // at the heap limit, collect before giving up (the garbage of a failed evaluation is there)
+    GC_set_max_retries(2);
+    // the default heap limit: three quarters of physical memory
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0) {
+      heap_limit_bytes = (size_t)pages / 4 * 3 * (size_t)page;
+      GC_set_max_heap_size(heap_limit_bytes);
+    }
     // views (value.hpp) point at an object plus a tag of 1..15
     for (size_t k = 1; k < 16; k++) GC_register_displacement(k);
   });
@@ -43,7 +85,7 @@ AnalysisScope::~AnalysisScope() {
 
 void* gc_alloc_uncollectable(size_t bytes) {
   void* p = GC_MALLOC_UNCOLLECTABLE(bytes);
-  if (!p) throw Error("out of memory");
+  if (!p) heap_exhausted();
   return p;
 }
 
@@ -63,7 +105,7 @@ FreeLists* my_free_lists() {
   return free_lists;
 }
 
-[[noreturn]] void out_of_memory() { throw Error("out of memory"); }
+[[noreturn]] void out_of_memory() { heap_exhausted(); }
 }  // namespace
 
 void release_free_lists() {
@@ -85,7 +127,7 @@ void* gc_alloc_atomic(size_t bytes) {
   work.objects++;
   work.bytes += bytes;
   void* p = GC_MALLOC_ATOMIC(bytes);
-  if (!p) out_of_memory();
+  if (!p) heap_exhausted();
   return p;
 }
 

@@ -127,6 +127,11 @@ void* gc_alloc_atomic(size_t bytes);
 void* gc_alloc_uncollectable(size_t bytes);
 // Gives this thread's free lists back (when an evaluation thread ends).
 void release_free_lists();
+// The most the collected heap may grow to, for the whole process (default: 3/4 of physical
+// memory). An allocation past it raises the error "heap limit exceeded".
+void set_heap_limit(size_t bytes);
+size_t heap_limit();
+[[noreturn]] void heap_exhausted();
 
 // The work an evaluation does beyond primitive operations (SPEC §6 metering, extended): counted
 // per thread while it evaluates, and added to its interpreter's totals when the evaluation ends.

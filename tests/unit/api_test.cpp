@@ -336,6 +336,48 @@ TEST_CASE("api: meter_total and meter_reset") {
   CHECK(vm.meter_total() == 0);
 }
 
+TEST_CASE("api: meter() counts steps, applications, allocation and what backpropagators retain") {
+  vlad::Interpreter vm;
+  vm.eval_string(
+      "(define (f x n) (let loop ((k 0) (acc x)) (if (= k n) acc (loop (+ k 1) (* acc (sin acc))))))"
+      "(define (g n) ((gradient (lambda (x) (f x n))) 0.5))");
+  vm.measure_retained(true);
+  auto run = [&](int n) {
+    vm.meter_reset();
+    vm.eval_string("(g " + std::to_string(n) + ")");
+    return vm.meter();
+  };
+  run(1000);  // transforms and compiles everything once
+  vlad::Interpreter::Meter a = run(1000), b = run(2000);
+  CHECK(b.operations == vm.meter_total());
+  CHECK(b.operations == 2 * a.operations - 1);  // (= k n) n+1 times, sin and * n times
+  // each loop step records two operations (sin, *): the work of a gradient is linear in them
+  CHECK(b.steps > a.steps);
+  double per_step = double(b.steps - a.steps) / 1000, per_app = double(b.applications - a.applications) / 1000;
+  CHECK(per_step == doctest::Approx(double(a.steps) / 1000).epsilon(0.05));
+  CHECK(per_app > 3);
+  CHECK(b.objects - a.objects >= 2 * 1000);  // at least one record per operation
+  // retained: the tape of the forward phase, linear, well under 150 bytes per recorded operation
+  CHECK(a.retained_peak > 2 * 1000 * 16);
+  double retained_per_op = double(b.retained_peak - a.retained_peak) / (2 * 1000);
+  CHECK(retained_per_op > 16);
+  CHECK(retained_per_op < 150);
+  // analysis was counted apart: in a run that transforms nothing new, only the expansion of (g n)
+  CHECK(b.transformed_bindings == 0);
+  CHECK(b.analysis_objects < 100);
+  vm.measure_retained(false);
+  CHECK(run(1000).retained_peak == 0);
+}
+
+TEST_CASE("api: the heap limit can be read and set") {
+  std::size_t was = vlad::Interpreter::heap_limit();
+  CHECK(was > 0);
+  vlad::Interpreter::set_heap_limit(was + (std::size_t(1) << 30));
+  CHECK(vlad::Interpreter::heap_limit() == was + (std::size_t(1) << 30));
+  vlad::Interpreter::set_heap_limit(was);
+  CHECK(vlad::Interpreter::heap_limit() == was);
+}
+
 TEST_CASE("api: host primitives in ordinary code") {
   vlad::Interpreter vm;
   vm.define_primitive("host-h", 1, vlad::HostFunction(h_f, {vlad::HostFunction(h_d, {h_dd})}));
