@@ -13,8 +13,9 @@ Value rzero(Value v);                 // zero of (*j-inverse v), lazy: what back
 Value materialize_zero(Value z);      // one level of a lazy zero, e.g. a pair of lazy zeros
 // One level of any lazy value (a zero, *j of a pair), repeated until the value is not lazy.
 Value force(Value v);
+inline bool is_data_view(Value v);
 inline bool is_lazy(Value v) {
-  return v.is_obj() && (v.as_obj()->kind == Kind::Zero || v.as_obj()->kind == Kind::LazyJ);
+  return (v.is_obj() && (v.as_obj()->kind == Kind::Zero || v.as_obj()->kind == Kind::LazyJ)) || is_data_view(v);
 }
 Value plus(Value a, Value b);         // ⊕ (paper §4)
 Value strip_tags(Value v);            // the primal real under any number of tags (comparisons)
@@ -60,7 +61,29 @@ void install_native(Prim* p, Lambda* rule, char kind);
 // of the argument of a comparison or a predicate (whose sensitivities are zero). Only backpropagator
 // calls (back_call) and chains see them; anything else that meets one gets the closure of the
 // primitive's backpropagator lambda it stands for.
-enum ViewTag : uint64_t { kViewBpNode = 1, kViewBpCar = 2, kViewBpCdr = 3, kViewBpConst = 4 };
+// Data views stand for *j of data at the first level, made lazily without allocating (paper, end
+// of §4: J← is lazy): kViewJ on a pair P is (*j P), whose parts are views again; kViewJCar /
+// kViewJCdr on P are (*j (car P)) / (*j (cdr P)) for a part that is not a pair (a real, mostly).
+// The backpropagators of car, cdr and constant-sensitivity primitives applied to them have views
+// of their own (the ...J / ...JCar tags), pointing at P.
+enum ViewTag : uint64_t {
+  kViewBpNode = 1, kViewBpCar = 2, kViewBpCdr = 3, kViewBpConst = 4,
+  kViewJ = 5, kViewJCar = 6, kViewJCdr = 7,
+  kViewBpCarJ = 8, kViewBpCdrJ = 9, kViewBpConstJ = 10, kViewBpConstJCar = 11, kViewBpConstJCdr = 12,
+};
+inline uint64_t view_tag(Value v) { return v.bits & 15; }
+inline Obj* view_obj(Value v) { return reinterpret_cast<Obj*>(v.bits & ~uint64_t(15)); }
+inline Value view_of(Value obj, ViewTag tag) { return Value(obj.bits | tag, 0); }
+inline bool is_data_view(Value v) {
+  return v.is_view() && (v.bits >> 48) == 0 && view_tag(v) >= kViewJ && view_tag(v) <= kViewJCdr;
+}
+// (*j x) for a part x of a pair P (cdr_side: x = (cdr P)), at the first level, lazily.
+Value j_part(Pair* p, bool cdr_side);
+// The part of a pair that a kViewJCar / kViewJCdr view stands for (*j of it).
+inline Value j_view_part(Value v) {
+  Pair* p = static_cast<Pair*>(view_obj(v));
+  return view_tag(v) == kViewJCar ? p->car : p->cdr;
+}
 // The closure a view stands for (v itself when it is not a view).
 Value materialize_view(Value v);
 inline Value unview(Value v) { return v.is_view() ? materialize_view(v) : v; }

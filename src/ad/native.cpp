@@ -106,6 +106,12 @@ inline bool plain_bundle(Value v, double& x, double& dx) {
 }
 
 inline bool plain_reverse(Value v, double& x) {
+  if (is_data_view(v) && view_tag(v) != kViewJ) {  // (*j r) of a real r in a pair
+    Value r = j_view_part(v);
+    if (!r.is_real()) return false;
+    x = r.as_real();
+    return true;
+  }
   if (!is(v, Kind::Reverse)) return false;
   Value r = static_cast<Tagged*>(v.as_obj())->v;
   if (!r.is_real()) return false;
@@ -161,9 +167,6 @@ Value fwd_binary1(Closure* c, Value v) {
 // Each computes (value . backpropagator) into out[0], out[1]; the pair-returning forms a
 // program sees wrap them.
 
-Value view_of(Value obj, ViewTag tag) { return Value(obj.bits | tag, 0); }
-inline Obj* view_obj(Value v) { return reinterpret_cast<Obj*>(v.bits & ~uint64_t(15)); }
-inline uint64_t view_tag(Value v) { return v.bits & 15; }
 // The view of a comparison of two plain reverse reals: its argument's shape is known.
 const Value kConstPairView = Value((1ull << 48) | kViewBpConst, 0);
 
@@ -210,7 +213,26 @@ bool rev_binary_s1(Closure* c, Value v, Value* out) {
 // its argument xr: a view of xr when xr is an object, else the closure.
 Value arg_view(Closure* c, Value xr, ViewTag tag) {
   if (xr.is_obj()) return view_of(xr, tag);
+  if (is_data_view(xr)) {  // the argument is itself a view of *j of a pair P: a view of P
+    Value p = Value::obj(view_obj(xr));
+    uint64_t t = view_tag(xr);
+    if (t == kViewJ) return view_of(p, tag == kViewBpCar ? kViewBpCarJ : tag == kViewBpCdr ? kViewBpCdrJ : kViewBpConstJ);
+    if (tag == kViewBpConst) return view_of(p, t == kViewJCar ? kViewBpConstJCar : kViewBpConstJCdr);
+  }
   return make_closure(bp_of(c), &xr, 1);
+}
+
+// The argument a backpropagator view of a data view closes over.
+Value arg_of_view(Value v) {
+  Value p = Value::obj(view_obj(v));
+  switch (view_tag(v)) {
+    case kViewBpCarJ:
+    case kViewBpCdrJ:
+    case kViewBpConstJ: return view_of(p, kViewJ);
+    case kViewBpConstJCar: return view_of(p, kViewJCar);
+    case kViewBpConstJCdr: return view_of(p, kViewJCdr);
+    default: return p;
+  }
 }
 
 bool rev_car_s(Closure* c, Value xr, Value* out) {
@@ -509,6 +531,10 @@ Value materialize_view(Value v) {
   if (!v.is_view()) return v;
   Interp& in = *current;
   uint64_t tag = view_tag(v);
+  if (is_data_view(v)) {
+    if (tag == kViewJ) return make_lazy_j(Value::obj(view_obj(v)), 1);
+    return star_j(j_view_part(v));
+  }
   if ((v.bits >> 48) == 1) {  // kConstPairView: a comparison of two reverse reals
     Value xr = cons(star_j(Value::real(0)), star_j(Value::real(0)));
     return make_closure(zero_bp_lambda(), &xr, 1);
@@ -525,6 +551,15 @@ Value materialize_view(Value v) {
     case kViewBpCar: return make_closure(rule_bp(in.prim("car")), &obj, 1);
     case kViewBpCdr: return make_closure(rule_bp(in.prim("cdr")), &obj, 1);
     case kViewBpConst: return make_closure(zero_bp_lambda(), &obj, 1);
+    case kViewBpCarJ:
+    case kViewBpCdrJ:
+    case kViewBpConstJ:
+    case kViewBpConstJCar:
+    case kViewBpConstJCdr: {
+      Value xr = arg_of_view(v);
+      Lambda* bp = tag == kViewBpCarJ ? rule_bp(in.prim("car")) : tag == kViewBpCdrJ ? rule_bp(in.prim("cdr")) : zero_bp_lambda();
+      return make_closure(bp, &xr, 1);
+    }
   }
   throw Error("internal error: an unknown view");
 }
@@ -561,6 +596,23 @@ bool back_view(Value bp, Value y, Value* out, bool three) {
       result(out, cdr_bar(Value::obj(o), y));
       break;
     case kViewBpConst: result(out, rzero(Value::obj(o))); break;
+    case kViewBpCarJ:  // xr = (*j P): the other part's zero is the zero of (cdr P)
+    case kViewBpCdrJ: {
+      Pair* p = static_cast<Pair*>(o);
+      bool car_side = view_tag(bp) == kViewBpCarJ;
+      Value other = zero_of(car_side ? p->cdr : p->car);
+      out[0] = Value::nil();
+      if (three) {
+        out[1] = car_side ? y : other;
+        out[2] = car_side ? other : y;
+        return true;
+      }
+      out[1] = car_side ? cons(y, other) : cons(other, y);
+      break;
+    }
+    case kViewBpConstJ:
+    case kViewBpConstJCar:
+    case kViewBpConstJCdr: result(out, rzero(arg_of_view(bp))); break;
     default: return false;
   }
   if (three) split_sensitivity(out[1], out + 1);

@@ -140,6 +140,10 @@ Value zero_shallow(Value v, int strip) {
 
 // A lazy zero, or the zero itself when it is as cheap to build as to defer.
 Value lazy_zero(Value v, int strip) {
+  if (strip > 0 && is_data_view(v)) {  // the zero of (*j-inverse (*j x)) is the zero of x
+    Pair* p = static_cast<Pair*>(view_obj(v));
+    return lazy_zero(view_tag(v) == kViewJ ? Value::obj(p) : j_view_part(v), strip - 1);
+  }
   if (v.is_real() || !v.is_obj()) return zero_shallow(v, strip);
   switch (kind_of(v)) {
     case Kind::Pair:
@@ -185,18 +189,36 @@ Value build_lazy_j(Value v) {
 
 }  // namespace
 
+Value j_part(Pair* p, bool cdr_side) {
+  Value x = cdr_side ? p->cdr : p->car;
+  if (is_pair(x)) return view_of(x, kViewJ);
+  if (x.is_nil() || x.is_bool()) return x;  // its own *j
+  return view_of(Value::obj(p), cdr_side ? kViewJCdr : kViewJCar);
+}
+
 Value force(Value v) {
-  while (v.is_obj()) {
+  for (;;) {
+    if (is_data_view(v)) {
+      Pair* p = static_cast<Pair*>(view_obj(v));
+      if (view_tag(v) == kViewJ) return cons(j_part(p, false), j_part(p, true));
+      v = star_j(j_view_part(v));
+      continue;
+    }
+    if (!v.is_obj()) return v;
     Kind k = kind_of(v);
     if (k == Kind::Zero) v = materialize_zero(v);
     else if (k == Kind::LazyJ) v = build_lazy_j(v);
-    else break;
+    else return v;
   }
-  return v;
 }
 
 Value strip_tags(Value v) {
   for (;;) {
+    if (is_data_view(v)) {
+      if (view_tag(v) == kViewJ) return v;
+      v = j_view_part(v);  // *j only adds a reverse tag
+      continue;
+    }
     if (!v.is_obj()) return v;
     switch (kind_of(v)) {
       case Kind::Bundle: v = static_cast<Bundle*>(v.as_obj())->primal; continue;
@@ -233,6 +255,13 @@ Value plus(Value a, Value b) {
   if (a.is_zero_sens()) return b;  // the placeholder zero of backpropagator code
   if (b.is_zero_sens()) return a;
   if (is(a, Kind::Zero)) return b;
+  if (is_data_view(a) && is_data_view(b) && view_tag(a) == kViewJ && view_tag(b) == kViewJ) {
+    Pair* p = static_cast<Pair*>(view_obj(a));
+    Pair* q = static_cast<Pair*>(view_obj(b));
+    return memo_pair(plus_memo, a, b, [&] {
+      return cons(plus(j_part(p, false), j_part(q, false)), plus(j_part(p, true), j_part(q, true)));
+    });
+  }
   a = unview(a);
   b = unview(b);
   if (is(b, Kind::Zero)) return a;
@@ -400,7 +429,7 @@ Value star_j(Value v) {
   v = unview(v);
   if (!v.is_obj()) return v;
   switch (kind_of(v)) {
-    case Kind::Pair: return make_lazy_j(v, 1);  // walked only as far as it is inspected
+    case Kind::Pair: return view_of(v, kViewJ);  // walked only as far as it is inspected
     case Kind::Bundle:
     case Kind::Reverse:
     case Kind::Perturbation:
@@ -430,6 +459,10 @@ Value star_j(Value v) {
 }
 
 Value star_j_inverse(Value v) {
+  if (is_data_view(v)) {  // O(1): the data *j was given
+    if (view_tag(v) == kViewJ) return Value::obj(view_obj(v));
+    return j_view_part(v);
+  }
   v = unview(v);
   if (v.is_real()) ad_error("*j-inverse", "expected a reverse value", v);
   if (!v.is_obj()) return v;

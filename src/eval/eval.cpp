@@ -73,6 +73,7 @@ namespace {
 
 // Compares a value with a constant pattern, looking through AD tags on reals.
 bool matches_constant(Value v, Value k) {
+  if (!k.is_real() && is_lazy(v)) v = force(v);
   if (k.is_real()) {
     Value p = strip_tags(v);
     return p.is_real() && p.as_real() == k.as_real();
@@ -310,6 +311,8 @@ struct Exec {
           Value v = get(ip->a);
           if (is_pair(v)) {
             fr[ip->x] = ip->op == Op::Car ? car(v) : cdr(v);
+          } else if (is_data_view(v) && view_tag(v) == kViewJ) {  // a part of (*j P), lazily
+            fr[ip->x] = j_part(static_cast<Pair*>(view_obj(v)), ip->op == Op::Cdr);
           } else if (is_lazy(v)) {
             Value m = force(v);
             if (!is_pair(m)) pattern_error(m, ip->src);

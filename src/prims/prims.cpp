@@ -87,12 +87,15 @@ COMPARE1(p_negativep, x < 0)
 
 Value forced(Value v) { return is_lazy(v) ? force(v) : v; }
 
-Value p_nullp(Prim*, Value v) { return Value::boolean(forced(v).is_nil()); }
-Value p_booleanp(Prim*, Value v) { return Value::boolean(forced(v).is_bool()); }
+// (*j P) of a pair P, seen without making it (ad.hpp: data views)
+inline bool j_pair_view(Value v) { return is_data_view(v) && view_tag(v) == kViewJ; }
+
+Value p_nullp(Prim*, Value v) { return Value::boolean(!j_pair_view(v) && forced(v).is_nil()); }
+Value p_booleanp(Prim*, Value v) { return Value::boolean(!j_pair_view(v) && forced(v).is_bool()); }
 Value p_realp(Prim*, Value v) { return Value::boolean(strip_tags(v).is_real()); }
-Value p_pairp(Prim*, Value v) { return Value::boolean(is_pair(forced(v))); }
+Value p_pairp(Prim*, Value v) { return Value::boolean(j_pair_view(v) || is_pair(forced(v))); }
 Value p_procedurep(Prim*, Value v) {
-  if (v.is_view()) return Value::boolean(true);
+  if (v.is_view() && !is_data_view(v)) return Value::boolean(true);  // a backpropagator
   v = forced(v);
   return Value::boolean(is(v, Kind::Closure) || is(v, Kind::Prim));
 }
@@ -119,11 +122,13 @@ Value p_reversep(Prim*, Value v) {
 }
 
 Value p_car(Prim* p, Value v) {
+  if (j_pair_view(v)) return j_part(static_cast<Pair*>(view_obj(v)), false);
   v = forced(v);
   if (!is_pair(v)) type_error(p, "a pair", v);
   return car(v);
 }
 Value p_cdr(Prim* p, Value v) {
+  if (j_pair_view(v)) return j_part(static_cast<Pair*>(view_obj(v)), true);
   v = forced(v);
   if (!is_pair(v)) type_error(p, "a pair", v);
   return cdr(v);
