@@ -70,13 +70,16 @@ enum ViewTag : uint64_t {
   kViewBpNode = 1, kViewBpCar = 2, kViewBpCdr = 3, kViewBpConst = 4,
   kViewJ = 5, kViewJCar = 6, kViewJCdr = 7,
   kViewBpCarJ = 8, kViewBpCdrJ = 9, kViewBpConstJ = 10, kViewBpConstJCar = 11, kViewBpConstJCdr = 12,
+  kViewZero = 13,  // (zero P) of a pair P, lazily (what a LazyZero of a pair is, without allocating)
 };
 inline uint64_t view_tag(Value v) { return v.bits & 15; }
 inline Obj* view_obj(Value v) { return reinterpret_cast<Obj*>(v.bits & ~uint64_t(15)); }
 inline Value view_of(Value obj, ViewTag tag) { return Value(obj.bits | tag, 0); }
-inline bool is_data_view(Value v) {
+inline bool is_j_view(Value v) {
   return v.is_view() && (v.bits >> 48) == 0 && view_tag(v) >= kViewJ && view_tag(v) <= kViewJCdr;
 }
+inline bool is_zero_view(Value v) { return v.is_view() && (v.bits >> 48) == 0 && view_tag(v) == kViewZero; }
+inline bool is_data_view(Value v) { return is_j_view(v) || is_zero_view(v); }
 // (*j x) for a part x of a pair P (cdr_side: x = (cdr P)), at the first level, lazily.
 Value j_part(Pair* p, bool cdr_side);
 // The part of a pair that a kViewJCar / kViewJCdr view stands for (*j of it).

@@ -106,7 +106,7 @@ inline bool plain_bundle(Value v, double& x, double& dx) {
 }
 
 inline bool plain_reverse(Value v, double& x) {
-  if (is_data_view(v) && view_tag(v) != kViewJ) {  // (*j r) of a real r in a pair
+  if (is_j_view(v) && view_tag(v) != kViewJ) {  // (*j r) of a real r in a pair
     Value r = j_view_part(v);
     if (!r.is_real()) return false;
     x = r.as_real();
@@ -213,7 +213,7 @@ bool rev_binary_s1(Closure* c, Value v, Value* out) {
 // its argument xr: a view of xr when xr is an object, else the closure.
 Value arg_view(Closure* c, Value xr, ViewTag tag) {
   if (xr.is_obj()) return view_of(xr, tag);
-  if (is_data_view(xr)) {  // the argument is itself a view of *j of a pair P: a view of P
+  if (is_j_view(xr)) {  // the argument is itself a view of *j of a pair P: a view of P
     Value p = Value::obj(view_obj(xr));
     uint64_t t = view_tag(xr);
     if (t == kViewJ) return view_of(p, tag == kViewBpCar ? kViewBpCarJ : tag == kViewBpCdr ? kViewBpCdrJ : kViewBpConstJ);
@@ -532,6 +532,7 @@ Value materialize_view(Value v) {
   Interp& in = *current;
   uint64_t tag = view_tag(v);
   if (is_data_view(v)) {
+    if (tag == kViewZero) return make_lazy_zero(Value::obj(view_obj(v)), 0);
     if (tag == kViewJ) return make_lazy_j(Value::obj(view_obj(v)), 1);
     return star_j(j_view_part(v));
   }

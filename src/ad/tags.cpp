@@ -89,6 +89,8 @@ Lambda* strip_lambda(Lambda* lam, int n, Prim** prim) {
   return lam;
 }
 
+Value lazy_zero(Value v, int strip);
+
 // Zero of (J⁻¹)^strip v, built one level deep: reals (tagged or not) completely, pairs and
 // closures as structures of lazy zeros.
 Value zero_shallow(Value v, int strip) {
@@ -100,7 +102,7 @@ Value zero_shallow(Value v, int strip) {
   if (!v.is_obj() || is(v, Kind::String)) return v;
   switch (kind_of(v)) {
     case Kind::Pair: {
-      if (strip == 0 && car(v).is_real() && cdr(v).is_real()) return cons(Value::real(0), Value::real(0));
+      if (strip == 0) return cons(lazy_zero(car(v), 0), lazy_zero(cdr(v), 0));
       return cons(make_lazy_zero(car(v), strip), make_lazy_zero(cdr(v), strip));
     }
     case Kind::Reverse:
@@ -140,13 +142,16 @@ Value zero_shallow(Value v, int strip) {
 
 // A lazy zero, or the zero itself when it is as cheap to build as to defer.
 Value lazy_zero(Value v, int strip) {
-  if (strip > 0 && is_data_view(v)) {  // the zero of (*j-inverse (*j x)) is the zero of x
+  if (strip > 0 && is_j_view(v)) {  // the zero of (*j-inverse (*j x)) is the zero of x
     Pair* p = static_cast<Pair*>(view_obj(v));
     return lazy_zero(view_tag(v) == kViewJ ? Value::obj(p) : j_view_part(v), strip - 1);
   }
+  if (is_zero_view(v) && strip == 0) return v;
   if (v.is_real() || !v.is_obj()) return zero_shallow(v, strip);
   switch (kind_of(v)) {
     case Kind::Pair:
+      if (strip == 0) return view_of(v, kViewZero);
+      return make_lazy_zero(v, strip);
     case Kind::LazyJ:
     case Kind::Closure: return make_lazy_zero(v, strip);
     case Kind::Zero: {
@@ -198,7 +203,8 @@ Value j_part(Pair* p, bool cdr_side) {
 
 Value force(Value v) {
   for (;;) {
-    if (is_data_view(v)) {
+    if (is_zero_view(v)) return zero_shallow(Value::obj(view_obj(v)), 0);
+    if (is_j_view(v)) {
       Pair* p = static_cast<Pair*>(view_obj(v));
       if (view_tag(v) == kViewJ) return cons(j_part(p, false), j_part(p, true));
       v = star_j(j_view_part(v));
@@ -214,7 +220,8 @@ Value force(Value v) {
 
 Value strip_tags(Value v) {
   for (;;) {
-    if (is_data_view(v)) {
+    if (is_zero_view(v)) return v;  // a pair
+    if (is_j_view(v)) {
       if (view_tag(v) == kViewJ) return v;
       v = j_view_part(v);  // *j only adds a reverse tag
       continue;
@@ -254,8 +261,9 @@ Value env_ref(Value v, int index, Lambda* lam) {
 Value plus(Value a, Value b) {
   if (a.is_zero_sens()) return b;  // the placeholder zero of backpropagator code
   if (b.is_zero_sens()) return a;
-  if (is(a, Kind::Zero)) return b;
-  if (is_data_view(a) && is_data_view(b) && view_tag(a) == kViewJ && view_tag(b) == kViewJ) {
+  if (is(a, Kind::Zero) || is_zero_view(a)) return b;
+  if (is_zero_view(b)) return a;
+  if (is_j_view(a) && is_j_view(b) && view_tag(a) == kViewJ && view_tag(b) == kViewJ) {
     Pair* p = static_cast<Pair*>(view_obj(a));
     Pair* q = static_cast<Pair*>(view_obj(b));
     return memo_pair(plus_memo, a, b, [&] {
@@ -330,6 +338,7 @@ namespace {
 
 // bundle with the tangent already unwrapped from its perturbation tag.
 Value bundle_raw(Value p, Value t) {
+  if (is_zero_view(t)) t = force(t);
   p = unview(p);
   t = unview(t);
   if (is(t, Kind::Zero)) {
@@ -459,7 +468,7 @@ Value star_j(Value v) {
 }
 
 Value star_j_inverse(Value v) {
-  if (is_data_view(v)) {  // O(1): the data *j was given
+  if (is_j_view(v)) {  // O(1): the data *j was given
     if (view_tag(v) == kViewJ) return Value::obj(view_obj(v));
     return j_view_part(v);
   }

@@ -121,7 +121,8 @@ inline bool inert_value(Value v) { return v.is_nil() || v.is_bool() || is(v, Kin
 // is linear), so the call is skipped. Reals are not looked at: 0 times an infinite partial
 // derivative is NaN in IEEE arithmetic, and that is what the call would give.
 inline bool zero_sensitivity(Value y) {
-  return y.is_zero_sens() || y.is_nil() || y.is_bool() || is(y, Kind::Zero) || is(y, Kind::String);
+  return y.is_zero_sens() || y.is_nil() || y.is_bool() || is(y, Kind::Zero) || is_zero_view(y) ||
+         is(y, Kind::String);
 }
 
 enum class Exit : uint8_t { Value, Pair, Tail, ChainTail };
@@ -311,7 +312,7 @@ struct Exec {
           Value v = get(ip->a);
           if (is_pair(v)) {
             fr[ip->x] = ip->op == Op::Car ? car(v) : cdr(v);
-          } else if (is_data_view(v) && view_tag(v) == kViewJ) {  // a part of (*j P), lazily
+          } else if (is_j_view(v) && view_tag(v) == kViewJ) {  // a part of (*j P), lazily
             fr[ip->x] = j_part(static_cast<Pair*>(view_obj(v)), ip->op == Op::Cdr);
           } else if (is_lazy(v)) {
             Value m = force(v);

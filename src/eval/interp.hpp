@@ -22,7 +22,8 @@ struct Interp {
   std::unordered_map<const char*, Prim*> prim_by_name;
   std::vector<uint64_t> meter;  // per prim id
   WorkCounters work_total;      // steps, applications, allocation, of evaluations that have ended
-  bool meter_retained = false;  // measure what backpropagators retain (a walk of each one called)
+  bool meter_retained = false;
+  uint64_t gc_no_at_reset = 0;  // the collector's count of collections when the meter was reset  // measure what backpropagators retain (a walk of each one called)
   long depth_limit = 4000000;  // nested non-tail calls: 10^6-step recursions and backpropagator chains (two calls a step) fit
   std::atomic<bool> interrupt{false};
   std::vector<std::string> include_dirs;

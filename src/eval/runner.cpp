@@ -242,6 +242,8 @@ std::string meter_report(const Interp& in) {
          std::to_string(w.transformed_bindings) + " transformed bindings\n";
   if (in.meter_retained)
     out += "# backpropagator bytes retained (peak): " + std::to_string(w.retained_peak) + "\n";
+  out += "# collections: " + std::to_string(GC_get_gc_no() - in.gc_no_at_reset) + ", heap " +
+         std::to_string(GC_get_heap_size() >> 20) + " MiB\n";
   out += "total primitive operations: " + std::to_string(total) + "\n";
   return out;
 }
@@ -249,6 +251,7 @@ std::string meter_report(const Interp& in) {
 void meter_reset(Interp& in) {
   for (auto& m : in.meter) m = 0;
   in.work_total = WorkCounters();
+  in.gc_no_at_reset = GC_get_gc_no();
 }
 
 uint64_t meter_total(const Interp& in) {

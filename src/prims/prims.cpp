@@ -88,7 +88,7 @@ COMPARE1(p_negativep, x < 0)
 Value forced(Value v) { return is_lazy(v) ? force(v) : v; }
 
 // (*j P) of a pair P, seen without making it (ad.hpp: data views)
-inline bool j_pair_view(Value v) { return is_data_view(v) && view_tag(v) == kViewJ; }
+inline bool j_pair_view(Value v) { return is_j_view(v) && view_tag(v) == kViewJ; }
 
 Value p_nullp(Prim*, Value v) { return Value::boolean(!j_pair_view(v) && forced(v).is_nil()); }
 Value p_booleanp(Prim*, Value v) { return Value::boolean(!j_pair_view(v) && forced(v).is_bool()); }

@@ -8,7 +8,13 @@
 #include <string>
 #include <unordered_set>
 
+#ifndef NDEBUG
+#define NDEBUG  // gc_inline.h's assertions call GC_size on every allocation
 #include <gc/gc_inline.h>
+#undef NDEBUG
+#else
+#include <gc/gc_inline.h>
+#endif
 
 #include "error.hpp"
 #include "value.hpp"
