@@ -2,6 +2,7 @@
 #include "runner.hpp"
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 
 #include <cmath>
@@ -242,8 +243,11 @@ std::string meter_report(const Interp& in) {
          std::to_string(w.transformed_bindings) + " transformed bindings\n";
   if (in.meter_retained)
     out += "# backpropagator bytes retained (peak): " + std::to_string(w.retained_peak) + "\n";
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
   out += "# collections: " + std::to_string(GC_get_gc_no() - in.gc_no_at_reset) + ", heap " +
-         std::to_string(GC_get_heap_size() >> 20) + " MiB\n";
+         std::to_string(GC_get_heap_size() >> 20) + " MiB, peak resident " + std::to_string(ru.ru_maxrss >> 10) +
+         " MiB\n";
   out += "total primitive operations: " + std::to_string(total) + "\n";
   return out;
 }
