@@ -1,36 +1,67 @@
 #!/usr/bin/env bash
-# The cost of AD measured in primitive operations (vlad --meter, deterministic): for each family
-# in tests/cost/, ops(forward phase + one backpropagator call) / ops(primal) must be at most 4
-# and must not drift by more than 10% from n = 10^2 to 10^5 (issue: reverse mode); one
-# directional derivative of family 1 must cost at most 4x the primal, the same within 10% for
-# n = 10^3..10^5 (issue: forward mode). Prints `ok - ...` / `not ok - ...` lines and a table.
+# The cost of AD, counted by the meter (vlad --meter: deterministic; counts, never times). For each
+# family in tests/cost/ (f1 is W3's function, f7 is W7's shape), with the setup (mode -1)
+# subtracted, the forward phase plus one backpropagator call (mode 1) against the primal (mode 0):
+#   - the ratios of primitive operations, interpreted steps and applications are at most 4 and do
+#     not drift by more than 10% from n = 10^2 to 10^5 (W7: 10^2 to 3*10^4 nodes);
+#   - the bytes retained by the backpropagator (the tape) are at most 150 per recorded primitive
+#     operation and the bytes allocated per operation stay flat (within 10%);
+#   - the ratio of heap objects allocated stays flat (it is reported, not bounded: a primal loop
+#     allocates one object a step, its argument tuple, while the tape records one per operation).
+# One directional derivative of f1 (mode 2) must cost at most 4x the primal in operations and
+# steps, flat for n = 10^3 .. 10^5. Prints `ok - ...` / `not ok - ...` lines and the figures.
 V=${1:-build/vlad}
-ops() {  # family n mode
-  echo "$2 $3" | timeout 300 "$V" --meter "tests/cost/$1.vlad" 2>&1 >/dev/null |
-    sed -n 's/^total primitive operations: //p'
+# counts FAMILY N MODE -> "ops steps applications objects bytes retained"
+counts() {
+  echo "$2 $3" | timeout 300 "$V" --meter "tests/cost/$1.vlad" 2>&1 >/dev/null | awk '
+    /^total primitive operations:/ { t = $NF } /^# interpreted steps:/ { s = $NF } /^# applications:/ { a = $NF }
+    /^# heap objects allocated:/ { o = $NF } /^# heap bytes allocated:/ { b = $NF }
+    /^# backpropagator bytes retained/ { r = $NF }
+    END { if (t == "") print "error"; else print t, s, a, o, b, r + 0 }'
 }
-ratio() {  # family n mode -> ratio of mode's ops to the primal's, setup subtracted
-  local base p m
-  base=$(ops "$1" "$2" -1); p=$(ops "$1" "$2" 0); m=$(ops "$1" "$2" "$3")
-  if [ -z "$base" ] || [ -z "$p" ] || [ -z "$m" ]; then echo "error"; return; fi
-  awk -v b="$base" -v p="$p" -v m="$m" 'BEGIN { printf "%.4f", (m - b) / (p - b) }'
+# measures FAMILY N MODE -> "opsratio stepsratio appsratio objectsratio bytes/op retained/op"
+measures() {
+  local base prim run
+  base=$(counts "$1" "$2" -1); prim=$(counts "$1" "$2" 0); run=$(counts "$1" "$2" "$3")
+  if [ "$base" = error ] || [ "$prim" = error ] || [ "$run" = error ]; then echo error; return; fi
+  awk -v B="$base" -v P="$prim" -v R="$run" 'BEGIN {
+    split(B, b, " "); split(P, p, " "); split(R, r, " ")
+    ops = p[1] - b[1]
+    for (i = 1; i <= 4; i++) { d = p[i] - b[i]; x = d > 0 ? (r[i] - b[i]) / d : 0; printf "%.4f ", x }
+    printf "%.2f %.2f\n", (r[5] - b[5]) / ops, r[6] / ops }'
 }
-check_family() {  # family mode label ns...
+# check FAMILY MODE LABEL N... : runs the family at each n and checks the columns
+check_family() {
   local fam=$1 mode=$2 label=$3; shift 3
-  local rs=() ok=1 r
+  local rows=() n m
   for n in "$@"; do
-    r=$(ratio "$fam" "$n" "$mode"); rs+=("$r")
-    [ "$r" = error ] && ok=0
+    m=$(measures "$fam" "$n" "$mode")
+    [ "$m" = error ] && { echo "not ok - $fam $label: the run at n = $n failed"; return; }
+    rows+=("$n $m")
   done
-  printf '# %-12s %-8s' "$fam" "$label"
-  for i in "${!rs[@]}"; do printf ' n=%s:%s' "${@:$((i+1)):1}" "${rs[$i]}"; done; echo
-  if [ $ok = 0 ]; then echo "not ok - $fam $label: a run failed"; return; fi
-  verdict=$(printf '%s\n' "${rs[@]}" | awk '{ if ($1 > 4) bad = 1; if (NR == 1 || $1 < lo) lo = $1; if (NR == 1 || $1 > hi) hi = $1 }
-    END { if (bad) print "ratio above 4"; else if ((hi - lo) / lo > 0.10) print "drift above 10%"; else print "" }')
-  if [ -z "$verdict" ]; then echo "ok - $fam $label ratio <= 4, flat in n"
-  else echo "not ok - $fam $label: $verdict (${rs[*]})"; fi
+  printf '%s\n' "${rows[@]}" | awk -v fam="$fam" -v label="$label" -v mode="$mode" '
+    { n[NR] = $1; for (i = 2; i <= 7; i++) v[NR, i] = $i }
+    END {
+      names[2] = "operations"; names[3] = "steps"; names[4] = "applications"; names[5] = "objects"
+      names[6] = "bytes allocated per op"; names[7] = "bytes retained per op"
+      printf "# %-12s %-8s", fam, label
+      for (r = 1; r <= NR; r++) printf "  n=%s: ops %.2f steps %.2f apps %.2f objects %.2f B/op %.1f kept/op %.1f", n[r], v[r,2], v[r,3], v[r,4], v[r,5], v[r,6], v[r,7]
+      printf "\n"
+      last = mode == 1 ? 7 : 4
+      for (i = 2; i <= last; i++) {
+        lo = hi = v[1, i]
+        for (r = 2; r <= NR; r++) { if (v[r, i] < lo) lo = v[r, i]; if (v[r, i] > hi) hi = v[r, i] }
+        bound = i <= 4 ? 4 : i == 7 ? 150 : 0
+        what = fam " " label " " names[i]
+        if (bound && hi > bound) printf "not ok - %s: %.2f, above %d\n", what, hi, bound
+        else if (lo > 0 && (hi - lo) / lo > 0.10) printf "not ok - %s: drifts %.2f .. %.2f over n\n", what, lo, hi
+        else if (bound) printf "ok - %s at most %d, flat in n (%.2f)\n", what, bound, hi
+        else printf "ok - %s flat in n (%.2f)\n", what, hi
+      }
+    }'
 }
 for fam in f1-sum f2-chain f3-project f4-sumlist f5-sharing f6-closure; do
   check_family "$fam" 1 reverse 100 1000 10000 100000
 done
+check_family f7-symbolic 1 reverse 100 1000 10000 30000
 check_family f1-sum 2 forward 1000 10000 100000
