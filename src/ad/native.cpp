@@ -529,13 +529,13 @@ void install_ad_native(Prim* p, Lambda* rule, char kind) {
 
 Value materialize_view(Value v) {
   if (!v.is_view()) return v;
-  Interp& in = *current;
   uint64_t tag = view_tag(v);
-  if (is_data_view(v)) {
+  if (is_data_view(v)) {  // (these need no interpreter: the host may print them)
     if (tag == kViewZero) return make_lazy_zero(Value::obj(view_obj(v)), 0);
     if (tag == kViewJ) return make_lazy_j(Value::obj(view_obj(v)), 1);
     return star_j(j_view_part(v));
   }
+  Interp& in = *current;
   if ((v.bits >> 48) == 1) {  // kConstPairView: a comparison of two reverse reals
     Value xr = cons(star_j(Value::real(0)), star_j(Value::real(0)));
     return make_closure(zero_bp_lambda(), &xr, 1);

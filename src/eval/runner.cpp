@@ -54,6 +54,9 @@ void* thread_main(void* arg) {
 }  // namespace
 
 void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
+  // The collector is set up (all-interior-pointers off) before its first use, which creating a
+  // thread through it would be: changed after, its size tables no longer fit.
+  gc_init();
   ThreadJob job{in, &fn, nullptr};
   pthread_attr_t attr;
   pthread_attr_init(&attr);

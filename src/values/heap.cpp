@@ -55,7 +55,8 @@ size_t heap_limit() { return heap_limit_bytes; }
 void gc_init() {
   static std::once_flag once;
   std::call_once(once, [] {
-    GC_set_all_interior_pointers(0);
+    // (if the host initialised the collector already, its setting stays: it cannot change now)
+    if (!GC_is_init_called()) GC_set_all_interior_pointers(0);
     GC_INIT();
     GC_set_warn_proc(quiet_warning);
     // at the heap limit, collect before giving up (the garbage of a failed evaluation is there)

@@ -117,7 +117,8 @@ struct LazyZero : Obj { Value src; };  // aux = strip
 struct LazyJ : Obj { Value src; Value built; };  // aux = n
 
 // ---- allocation: everything goes through gc_alloc ----
-// Initialises the collector (idempotent; call on the main thread first): only pointers to the start
+// Initialises the collector (idempotent; call on the main thread first, before any other use of
+// the collector, creating threads included): only pointers to the start
 // of an object keep it alive, so a 16-byte pair takes 16 bytes (all-interior-pointers would add a
 // byte to every object, doubling the small ones).
 void gc_init();
