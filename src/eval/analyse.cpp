@@ -237,6 +237,9 @@ struct Compiler {
       if (bd.a) in.a = ref(bd.a);
       if (bd.b) in.b = ref(bd.b);
       in.k = bd.constant;
+      in.raw_call = bd.raw_call;
+      in.index = bd.index;
+      in.lam = bd.lam;
       bool last = i + 1 == n && bd.x == b->result;
       bool split3 = false;
       if (split) {

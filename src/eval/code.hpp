@@ -22,6 +22,9 @@ struct Instr {
   bool chain_call;
   int hole;
   Lambda* chain;
+  bool raw_call;     // App: Binding::raw_call
+  int index;         // EnvRef: the slot
+  Lambda* lam;       // Lambda, EnvRef: Binding::lam (copied here: the Binding is cold in memory)
   bool self_ref;     // Lambda: the running closure itself (a letrec member naming itself)
   bool inert_guard;  // Lambda of a way out's backpropagator: a zero one when the value (b) holds no real
   bool split3;  // BackCall split, its x̄ split again: f̄ to x, car x̄ to x2, cdr x̄ to x3

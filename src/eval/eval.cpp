@@ -16,9 +16,9 @@
 
 namespace vlad {
 
-thread_local Interp* current = nullptr;
-thread_local char* stack_limit = nullptr;
-thread_local long eval_depth = 0;
+__thread Interp* current = nullptr;
+__thread char* stack_limit = nullptr;
+__thread long eval_depth = 0;
 
 // The active calls, one record per depth: what was called and from where. Errors unwind the
 // C++ stack without stopping in each frame; the trace is read from here afterwards (a frame
@@ -27,8 +27,8 @@ struct CallRecord {
   uint64_t f;
   Pos pos;
 };
-static thread_local CallRecord* call_records = nullptr;
-static thread_local long call_capacity = 0;
+static __thread CallRecord* call_records = nullptr;
+static __thread long call_capacity = 0;
 
 // Positions inside the prelude and the primitives' rules: an error there is reported at the
 // user's call, and a tail call inside them keeps the user's call site in the record.
@@ -210,7 +210,7 @@ struct Exec {
         case Op::Global: fr[ip->x] = global_value(ip->src); break;
         case Op::App: {
           work.applications++;
-          if (ip->src->raw_call) {
+          if (ip->raw_call) {
             Value out[2];
             Value r = raw_apply(get(ip->a), arg_of(ip), ip->src->pos, ip->split ? out : nullptr, ip->src->xf);
             if (ip->split) {
@@ -286,7 +286,7 @@ struct Exec {
           break;
         }
         case Op::Lambda: {
-          Lambda* lam = ip->src->lam;
+          Lambda* lam = ip->lam;
           int n = ip->ncaps;
           if (ip->self_ref) {  // a closure of the running lambda over the same environment
             fr[ip->x] = self;
@@ -362,7 +362,7 @@ struct Exec {
         }
         case Op::EnvRef: {
           Value v = get(ip->a);
-          fr[ip->x] = v.is_zero_sens() ? v : env_ref(v, ip->src->index, ip->src->lam);
+          fr[ip->x] = v.is_zero_sens() ? v : env_ref(v, ip->index, ip->lam);
           break;
         }
       }

@@ -21,7 +21,7 @@ struct Interp {
   std::vector<Prim*> prims;
   std::unordered_map<const char*, Prim*> prim_by_name;
   std::vector<uint64_t> meter;  // per prim id
-  WorkCounters work_total;      // steps, applications, allocation, of evaluations that have ended
+  WorkCounters work_total{};      // steps, applications, allocation, of evaluations that have ended
   bool meter_retained = false;
   uint64_t gc_no_at_reset = 0;  // the collector's count of collections when the meter was reset  // measure what backpropagators retain (a walk of each one called)
   long depth_limit = 4000000;  // nested non-tail calls: 10^6-step recursions and backpropagator chains (two calls a step) fit
@@ -43,7 +43,7 @@ struct Interp {
 };
 
 // The interpreter running on this thread (set by the API and the CLI around each evaluation).
-extern thread_local Interp* current;
+extern __thread Interp* current;
 
 // ---- expansion (expand.cpp) ----
 // A top-level form, analysed: either a definition of `cell` or an expression; `thunk` computes it.

@@ -12,7 +12,7 @@
 namespace vlad {
 
 size_t eval_stack_bytes = size_t(4) << 30;
-extern thread_local char* stack_limit;
+extern __thread char* stack_limit;
 
 namespace {
 

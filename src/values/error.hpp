@@ -14,7 +14,7 @@ struct TraceEntry {
 
 // The depth of nested calls on this thread's evaluation (eval.cpp): an Error remembers where
 // it was raised, and the call trace is read from the call records down from there.
-extern thread_local long eval_depth;
+extern __thread long eval_depth;
 
 struct Error : std::runtime_error {
   Pos pos;

@@ -72,7 +72,7 @@ void gc_init() {
   });
 }
 
-thread_local WorkCounters work;
+__thread WorkCounters work;
 static thread_local int analysis_depth = 0;
 
 AnalysisScope::AnalysisScope()

@@ -137,15 +137,15 @@ size_t heap_limit();
 // The work an evaluation does beyond primitive operations (SPEC §6 metering, extended): counted
 // per thread while it evaluates, and added to its interpreter's totals when the evaluation ends.
 struct WorkCounters {
-  uint64_t steps = 0;         // instructions executed by the interpreter
-  uint64_t applications = 0;  // procedure applications (calls, tail calls, backpropagator calls)
-  uint64_t objects = 0;       // heap objects allocated
-  uint64_t bytes = 0;         // heap bytes requested
+  uint64_t steps;         // instructions executed by the interpreter
+  uint64_t applications;  // procedure applications (calls, tail calls, backpropagator calls)
+  uint64_t objects;       // heap objects allocated
+  uint64_t bytes;         // heap bytes requested
   // The same work done once per lambda: expansion, transforms, compilation (and the steps of
   // building a primitive's rule closure), kept apart so that the counts above measure running code.
-  uint64_t analysis_steps = 0, analysis_objects = 0, analysis_bytes = 0;
-  uint64_t transformed_bindings = 0;  // bindings emitted by the forward and reverse transforms
-  uint64_t retained_peak = 0;  // reachable_bytes of a backpropagator a program called, the most seen
+  uint64_t analysis_steps, analysis_objects, analysis_bytes;
+  uint64_t transformed_bindings;  // bindings emitted by the forward and reverse transforms
+  uint64_t retained_peak;  // reachable_bytes of a backpropagator a program called, the most seen
   void add(const WorkCounters& o) {
     steps += o.steps;
     applications += o.applications;
@@ -158,7 +158,7 @@ struct WorkCounters {
     if (o.retained_peak > retained_peak) retained_peak = o.retained_peak;
   }
 };
-extern thread_local WorkCounters work;
+extern __thread WorkCounters work;  // (__thread: no initialisation check at each use)
 
 // The bytes of the heap objects reachable from v (each counted once, at the size the collector
 // gave it): what a backpropagator retains when its backward pass begins (the meter).
