@@ -236,10 +236,12 @@ struct Compiler {
       in.x = bd.x->slot;
       if (bd.a) in.a = ref(bd.a);
       if (bd.b) in.b = ref(bd.b);
-      in.k = bd.constant;
+      if (bd.op == Op::Const || bd.op == Op::Check) in.kbits = bd.constant.bits;
       in.raw_call = bd.raw_call;
-      in.index = bd.index;
-      in.lam = bd.lam;
+      if (bd.op == Op::EnvRef) {
+        in.index = bd.index;
+        in.lam = bd.lam;
+      }
       bool last = i + 1 == n && bd.x == b->result;
       bool split3 = false;
       if (split) {
@@ -283,6 +285,7 @@ struct Compiler {
           }
           break;
         case Op::Lambda: {
+          in.lam = bd.lam;
           in.caps = caps_of(bd, &in.ncaps);
           in.self_ref = bd.lam == lam && in.ncaps == (int)lam->free.size();
           for (int k = 0; in.self_ref && k < in.ncaps; k++) in.self_ref = in.caps[k] == -(k + 1);

@@ -9,32 +9,40 @@ enum : uint8_t { AppPlain = 0, AppPair = 1 };
 struct Code;
 
 // Operand references: r >= 0 is frame slot r; r < 0 is env[-r-1].
+// 64 bytes, one cache line: transformed code is large, and instructions are read once per step.
 struct Instr {
   Op op;
   uint8_t op2;  // AppPair: argument is (cons b b2), not allocated for binary primitives
-  bool tail;
-  bool split;   // App, BackCall or If whose result pair is taken apart at once: car to slot x,
-                // cdr to slot x2
+  bool tail : 1;
+  bool split : 1;   // App, BackCall or If whose result pair is taken apart at once: car to slot x,
+                    // cdr to slot x2
+  bool split3 : 1;  // BackCall split, its x̄ split again: f̄ to x, car x̄ to x2, cdr x̄ to x3
   // App in tail position of a reverse-transformed body that returns
   // (cons (car p) (closure of `chain` with (cdr p) at env[hole])) for its call's result p: the
   // closure (caps) is made first, and the call is a tail call whose backpropagator fills the hole
   // when it is known (eval.cpp: chains).
-  bool chain_call;
-  int hole;
-  Lambda* chain;
-  bool raw_call;     // App: Binding::raw_call
-  int index;         // EnvRef: the slot
-  Lambda* lam;       // Lambda, EnvRef: Binding::lam (copied here: the Binding is cold in memory)
-  bool self_ref;     // Lambda: the running closure itself (a letrec member naming itself)
-  bool inert_guard;  // Lambda of a way out's backpropagator: a zero one when the value (b) holds no real
-  bool split3;  // BackCall split, its x̄ split again: f̄ to x, car x̄ to x2, cdr x̄ to x3
+  bool chain_call : 1;
+  bool raw_call : 1;     // App: Binding::raw_call
+  bool self_ref : 1;     // Lambda: the running closure itself (a letrec member naming itself)
+  bool inert_guard : 1;  // Lambda of a way out's backpropagator: a zero one when the value (b) holds no real
   int x, a, b, b2, x2, x3;
-  int ncaps;
-  int* caps;
-  Value k;
-  Binding* src;
-  Code* then_;
-  Code* else_;
+  int ncaps;  // Lambda, chain call
+  union {
+    int hole;   // chain call
+    int index;  // EnvRef: the slot
+  };
+  Binding* src;  // where it came from (positions, patterns, a Global's cache): cold in memory
+  union {
+    uint64_t kbits;  // Const, Check: the constant's bits
+    Code* then_;     // If
+    Lambda* lam;     // Lambda, EnvRef
+    Lambda* chain;   // chain call
+  };
+  union {
+    int* caps;    // Lambda, chain call: one operand per captured variable
+    Code* else_;  // If
+  };
+  Value k() const { return Value(kbits, 0); }
 };
 
 struct Code {
@@ -53,3 +61,4 @@ struct Code {
 };
 
 }  // namespace vlad
+static_assert(sizeof(vlad::Instr) <= 64, "an instruction is one cache line");

@@ -200,7 +200,7 @@ struct Exec {
     work.steps += c->n - start;  // a block runs to its end (its last instruction may be a tail call)
     for (; ip < end; ip++) {
       switch (ip->op) {
-        case Op::Const: fr[ip->x] = ip->k; break;
+        case Op::Const: fr[ip->x] = ip->k(); break;
         case Op::Copy: fr[ip->x] = get(ip->a); break;
         case Op::Sens: {
           Value s = get(ip->a);
@@ -327,7 +327,7 @@ struct Exec {
         }
         case Op::Check: {
           Value v = get(ip->a);
-          if (!matches_constant(v, ip->k)) pattern_error(v, ip->src);
+          if (!matches_constant(v, ip->k())) pattern_error(v, ip->src);
           fr[ip->x] = Value::nil();
           break;
         }
