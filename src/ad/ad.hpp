@@ -54,6 +54,8 @@ Value prim_reverse(Prim* p);
 // Gives a builtin primitive's rule lambda (and its backpropagator lambda) a native fast path for
 // arguments at the first level of transformation (native.cpp).
 void install_native(Prim* p, Lambda* rule, char kind);
+// The forward transform f of a linear lambda (Lambda::linear_forward) gets the same native.
+void install_linear_forward(Lambda* f);
 
 // ---- views of backpropagators (native.cpp; Value::is_view) ----
 // The backpropagator of a builtin primitive applied at the first level of transformation, made

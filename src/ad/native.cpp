@@ -505,6 +505,12 @@ bool bp_ad(Closure* c, Value y, Value* out) {
   return false;
 }
 
+// F(M) of a linear M (M the closure of the lambda this one transforms).
+Value fwd_linear_deep(Closure* c, Value v) {
+  Value m = closure_of(c->lambda->source, nullptr);
+  return bundle(apply(m, primal(v)), perturb(apply(m, unperturb(tangent(v)))));
+}
+
 void install_ad_native(Prim* p, Lambda* rule, char kind) {
   AdOp op = ad_op_of(p->name);
   if (op == A_NONE) return;
@@ -512,6 +518,7 @@ void install_ad_native(Prim* p, Lambda* rule, char kind) {
   rule->native_prim = p;
   if (kind == 'F') {
     rule->native1 = fwd_ad;
+    rule->linear_forward = true;
     return;
   }
   compute_free_variables(rule);
@@ -526,6 +533,13 @@ void install_ad_native(Prim* p, Lambda* rule, char kind) {
 }
 
 }  // namespace
+
+void install_linear_forward(Lambda* f) {
+  Lambda* m = f->source;
+  if (!m || !m->linear_forward || !m->free.empty() || f->transform != 'F') return;
+  f->linear_forward = true;
+  f->native1 = fwd_linear_deep;
+}
 
 Value materialize_view(Value v) {
   if (!v.is_view()) return v;

@@ -116,6 +116,10 @@ struct Lambda {
   bool (*native_split1)(Closure*, Value, Value* out) = nullptr;
   bool (*native_split2)(Closure*, Value, Value, Value* out) = nullptr;
   Prim* native_prim = nullptr;
+  // The forward version of a linear function (an AD primitive's forward rule, and forward
+  // transforms of it): F(M)(v) = (bundle (M (primal v)) (perturb (M (unperturb (tangent v))))),
+  // computed natively by calling M, the closure of `source` (native.cpp).
+  bool linear_forward = false;
   Lambda* native_bp = nullptr;  // a reverse rule's backpropagator lambda
   // A backpropagator's native body without the sensitivity tags, for BackCall: ȳ to f̄ in
   // out[0] and x̄ in out[1]; false = fall back.
