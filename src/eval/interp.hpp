@@ -23,7 +23,8 @@ struct Interp {
   std::vector<uint64_t> meter;  // per prim id
   WorkCounters work_total{};      // steps, applications, allocation, of evaluations that have ended
   bool meter_retained = false;
-  uint64_t gc_no_at_reset = 0;  // the collector's count of collections when the meter was reset  // measure what backpropagators retain (a walk of each one called)
+  uint64_t gc_no_at_reset = 0;
+  uint64_t gc_ms_at_reset = 0;  // and its time spent collecting  // the collector's count of collections when the meter was reset  // measure what backpropagators retain (a walk of each one called)
   long depth_limit = 4000000;  // nested non-tail calls: 10^6-step recursions and backpropagator chains (two calls a step) fit
   std::atomic<bool> interrupt{false};
   std::vector<std::string> include_dirs;

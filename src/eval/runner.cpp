@@ -248,7 +248,8 @@ std::string meter_report(const Interp& in) {
     out += "# backpropagator bytes retained (peak): " + std::to_string(w.retained_peak) + "\n";
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  out += "# collections: " + std::to_string(GC_get_gc_no() - in.gc_no_at_reset) + ", heap " +
+  out += "# collections: " + std::to_string(GC_get_gc_no() - in.gc_no_at_reset) + " (" +
+         std::to_string(GC_get_full_gc_total_time() - in.gc_ms_at_reset) + " ms), heap " +
          std::to_string(GC_get_heap_size() >> 20) + " MiB, peak resident " + std::to_string(ru.ru_maxrss >> 10) +
          " MiB\n";
   out += "total primitive operations: " + std::to_string(total) + "\n";
@@ -259,6 +260,7 @@ void meter_reset(Interp& in) {
   for (auto& m : in.meter) m = 0;
   in.work_total = WorkCounters();
   in.gc_no_at_reset = GC_get_gc_no();
+  in.gc_ms_at_reset = GC_get_full_gc_total_time();
 }
 
 uint64_t meter_total(const Interp& in) {

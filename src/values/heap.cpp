@@ -59,6 +59,7 @@ void gc_init() {
     if (!GC_is_init_called()) GC_set_all_interior_pointers(0);
     GC_INIT();
     GC_set_warn_proc(quiet_warning);
+    GC_start_performance_measurement();  // the meter reports the time spent collecting
     // at the heap limit, collect before giving up (the garbage of a failed evaluation is there)
     GC_set_max_retries(2);
     // the default heap limit: three quarters of physical memory
