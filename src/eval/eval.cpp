@@ -599,8 +599,12 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out, Lambda* entry = n
     }
     not_a_procedure(f, arg);
   }
-  // two halves
-  if (chain_last) {
+  if (false) {
+  value:  // a single value: done, unless a chain needs its two halves
+    if (!chain_last) return halves[0];
+    split_value(halves[0], halves, "(cons value backpropagator)", call_pos);
+  }
+  if (chain_last) {  // the callee's backpropagator fills the last hole; the caller gets the first
     chain_last->env[chain_hole] = halves[1];
     halves[1] = chain_first;
   }
@@ -610,17 +614,6 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out, Lambda* entry = n
     return Value::unbound();
   }
   return cons(halves[0], unview(halves[1]));
-value:
-  if (!chain_last) return halves[0];
-  split_value(halves[0], halves, "(cons value backpropagator)", call_pos);
-  chain_last->env[chain_hole] = halves[1];
-  halves[1] = chain_first;
-  if (out) {
-    out[0] = halves[0];
-    out[1] = halves[1];
-    return Value::unbound();
-  }
-  return cons(halves[0], halves[1]);
 }
 
 // A transformed backpropagator call (Binding::raw_call): the raw entry of t's lambda over t's
