@@ -43,7 +43,7 @@ $(BUILD)/compare-output: tests/compare_output.cpp
 	$(CXX) $(CXXFLAGS) $< -o $@
 
 test: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/unit-tests $(BUILD)/compare-output
+	@$(MAKE) --no-print-directory all $(BUILD)/unit-tests $(BUILD)/compare-output $(BUILD)/fuzz
 	@./tests/run.sh $(BUILD)
 
 demo: deps
@@ -61,7 +61,7 @@ $(BUILD)/fuzz: tests/fuzz/fuzz.cpp $(BUILD)/libvlad.a
 
 ubsan:
 	$(MAKE) BUILD=build-ubsan CXXFLAGS="-O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined" \
-	  LDLIBS="-lgc -ledit -pthread -fsanitize=undefined" all build-ubsan/unit-tests build-ubsan/compare-output
+	  LDLIBS="-lgc -ledit -pthread -fsanitize=undefined" all build-ubsan/unit-tests build-ubsan/compare-output build-ubsan/fuzz
 	./tests/run.sh build-ubsan
 
 install: all

@@ -59,6 +59,16 @@ golden() {
 }
 for f in tests/golden/*.vlad scheme-examples/*.vlad; do [ -e "$f" ] && golden "$f"; done
 
+# 3b. regressions found by the fuzzer, replayed in its harness (which starts evaluation the way
+#     an embedding host does: no set-up before the first evaluation thread)
+if [ -x "$B/fuzz" ]; then
+  for f in tests/regress/*.vlad; do
+    [ -e "$f" ] || continue
+    out=$(timeout 120 "$B/fuzz" --replay "$f" 2>&1); rc=$?
+    if [ $rc -eq 0 ]; then pass; else fail "$f: fuzz --replay exited $rc: $(printf '%s' "$out" | tail -2 | tr '\n' ' ')"; fi
+  done
+fi
+
 # 4. scripts printing `ok - ...` / `not ok - ...` lines: command line and REPL (cli.sh), the
 #    cost of AD in primitive operations (cost.sh), the embedding example (embed.sh)
 for t in tests/*.sh; do

@@ -405,6 +405,12 @@ int main(int argc, char** argv) {
   };
 
   Interp* in = fresh_interp();
+  // The collector must have been set up before the evaluation thread was created (without
+  // all-interior-pointers): set up late, it kept the default, or was switched under its own feet.
+  if (GC_get_all_interior_pointers()) {
+    fprintf(stderr, "fuzz: the collector was set up after its first use (all-interior-pointers on)\n");
+    return 3;
+  }
   install_crash_handlers();
   std::thread dog(watchdog);
 
