@@ -62,24 +62,21 @@ struct Emitter {
     b.constant = v;
     return b.x;
   }
-  Var* app(Var* f, Var* a) {
-    Binding& b = emit(Op::App, "call");
-    b.a = f;
-    b.b = a;
+  // A binding of two operands.
+  Var* binary(Op op, const char* name, Var* a, Var* d) {
+    Binding& b = emit(op, name);
+    b.a = a;
+    b.b = d;
     return b.x;
   }
+  Var* app(Var* f, Var* a) { return binary(Op::App, "call", f, a); }
   Var* prim(Prim* p) {
     auto it = prims.find(p);
     if (it != prims.end()) return it->second;
     return prims[p] = constant(Value::obj(p));
   }
   Var* prim_app(Prim* p, Var* a) { return app(prim(p), a); }
-  Var* cons(Var* a, Var* d) {
-    Binding& b = emit(Op::Cons, "cons");
-    b.a = a;
-    b.b = d;
-    return b.x;
-  }
+  Var* cons(Var* a, Var* d) { return binary(Op::Cons, "cons", a, d); }
   Var* proj(Op op, Var* a, const char* pattern = "(cons value backpropagator)") {
     Binding& b = emit(op, op == Op::Car ? "car" : "cdr");
     b.a = a;
@@ -101,19 +98,9 @@ struct Emitter {
     b.caps = caps;
     return b.x;
   }
-  Var* back_call(Var* bp, Var* y) {
-    Binding& b = emit(Op::BackCall, "back");
-    b.a = bp;
-    b.b = y;
-    return b.x;
-  }
+  Var* back_call(Var* bp, Var* y) { return binary(Op::BackCall, "back", bp, y); }
   // s, or the zero of (*j-inverse fw) when s is the placeholder zero of backpropagator code.
-  Var* sens(Var* s, Var* fw) {
-    Binding& b = emit(Op::Sens, "sens");
-    b.a = s;
-    b.b = fw;
-    return b.x;
-  }
+  Var* sens(Var* s, Var* fw) { return binary(Op::Sens, "sens", s, fw); }
 };
 
 // A copy of a body with fresh variables for everything it binds; `m` maps the variables it

@@ -249,14 +249,12 @@ struct Compiler {
         in.x = b->binds[i + 1].x->slot;
         in.x2 = b->binds[i + 2].x->slot;
         // ... and its x̄ taken apart at once too: (f̄ car-x̄ cdr-x̄)
-        Var* xb = b->binds[i + 2].x;
         if (bd.op == Op::BackCall && split_at(b, i + 2)) {
           split3 = true;
           in.split3 = true;
           in.x2 = b->binds[i + 3].x->slot;
           in.x3 = b->binds[i + 4].x->slot;
         }
-        (void)xb;
       }
       switch (bd.op) {
         case Op::If:
