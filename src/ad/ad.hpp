@@ -24,7 +24,14 @@ Value env_ref(Value closure, int index, Lambda* lam);
 // ---- forward mode ----
 Value bundle(Value primal, Value tangent_perturbation);
 Value primal(Value v);
-Value tangent(Value v);  // a perturbation
+// A perturbation. The tangent of a forward procedure b is the procedure (%tangent-of b), which
+// gives the tangent of b's result (docs/language.md, "Derivatives of functions").
+Value tangent(Value v);
+// The tangent as the AD primitives' own rules take it apart: a forward procedure's is the
+// procedure of the same lambda over the tangents in its environment (%tangent).
+Value tangent_structural(Value v);
+// The sensitivity of x in (tangent x) given that of the result, y (%tangent-bar).
+Value tangent_bar(Value x, Value y);
 Value perturb(Value v);
 Value unperturb(Value v);
 Value j_star(Value v);  // (bundle v (perturb (zero v)))
@@ -41,6 +48,15 @@ Value transform_value(Value v, char t);
 // The backpropagator of a call of the reverse-transformed closure f on x whose value holds no real:
 // (f̄ . x̄) = (zero of f's primal . zero of x's primal) whatever ȳ (a raw backpropagator).
 Value zero_backpropagator(Value f, Value x);
+
+// ---- closures as data: constants are free variables (paper §4) ----
+// The lambda with its real constants as free variables (lam->cc), or null for a lambda made by a
+// transform, a rule, or a letrec group, whose closures conform only with closures of itself.
+Lambda* constant_converted(Lambda* lam);
+// Two closures conform when their lambdas are one, or have the same shape once their constants
+// are free variables. Then `lam` is the lambda to build the result over and ex, ey (of
+// lam->free.size()) the two environments in its order, constants included.
+bool closures_conform(Value x, Value y, Lambda** lam, std::vector<Value>* ex, std::vector<Value>* ey);
 
 // ---- transforms of lambdas, computed once and cached on the lambda ----
 Lambda* forward_transform(Lambda* lam);

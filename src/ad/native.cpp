@@ -442,12 +442,12 @@ Lambda* rule_bp(Prim* p) {
 // natives are exact at every level of nesting, not only the first.
 
 enum AdOp : uint8_t { A_NONE, A_ZERO, A_RZERO, A_PLUS, A_PERTURB, A_UNPERTURB, A_BUNDLE, A_PRIMAL, A_TANGENT,
-                      A_SENSITIZE, A_UNSENSITIZE, A_J, A_JINV };
+                      A_TANGENT_S, A_SENSITIZE, A_UNSENSITIZE, A_J, A_JINV };
 
 AdOp ad_op_of(const char* n) {
   static const struct { const char* name; AdOp op; } table[] = {
       {"zero", A_ZERO},         {"%rzero", A_RZERO},     {"plus", A_PLUS},           {"perturb", A_PERTURB},
-      {"unperturb", A_UNPERTURB}, {"bundle", A_BUNDLE},   {"primal", A_PRIMAL},       {"tangent", A_TANGENT},
+      {"unperturb", A_UNPERTURB}, {"bundle", A_BUNDLE},   {"primal", A_PRIMAL},       {"tangent", A_TANGENT}, {"%tangent", A_TANGENT_S},
       {"sensitize", A_SENSITIZE}, {"unsensitize", A_UNSENSITIZE}, {"*j", A_J},          {"*j-inverse", A_JINV}};
   for (const auto& e : table)
     if (!strcmp(n, e.name)) return e.op;
@@ -461,7 +461,7 @@ inline bool commutes(AdOp op) { return op == A_ZERO || op == A_RZERO || op == A_
 
 Value fwd_ad(Closure* c, Value v) {
   Prim* p = prim_of(c);
-  return bundle(apply_prim(p, primal(v)), perturb(apply_prim(p, unperturb(tangent(v)))));
+  return bundle(apply_prim(p, primal(v)), perturb(apply_prim(p, unperturb(tangent_structural(v)))));
 }
 
 bool rev_ad_s(Closure* c, Value xr, Value* out) {
@@ -493,9 +493,10 @@ bool bp_ad(Closure* c, Value y, Value* out) {
     case A_PLUS: return result(out, cons(y, y));
     case A_PERTURB: return result(out, unperturb(y));
     case A_UNPERTURB: return result(out, perturb(y));
-    case A_BUNDLE: return result(out, cons(primal(y), tangent(y)));
-    case A_PRIMAL: return result(out, bundle(y, zero_of(tangent(e))));
-    case A_TANGENT: return result(out, bundle(zero_of(primal(e)), y));
+    case A_BUNDLE: return result(out, cons(primal(y), tangent_structural(y)));
+    case A_PRIMAL: return result(out, bundle(y, zero_of(tangent_structural(e))));
+    case A_TANGENT: return result(out, tangent_bar(e, y));
+    case A_TANGENT_S: return result(out, bundle(zero_of(primal(e)), y));
     case A_SENSITIZE: return result(out, unsensitize(y));
     case A_UNSENSITIZE: return result(out, sensitize(y));
     case A_J: return result(out, star_j_inverse(y));
@@ -508,7 +509,7 @@ bool bp_ad(Closure* c, Value y, Value* out) {
 // F(M) of a linear M (M the closure of the lambda this one transforms).
 Value fwd_linear_deep(Closure* c, Value v) {
   Value m = closure_of(c->lambda->source, nullptr);
-  return bundle(apply(m, primal(v)), perturb(apply(m, unperturb(tangent(v)))));
+  return bundle(apply(m, primal(v)), perturb(apply(m, unperturb(tangent_structural(v)))));
 }
 
 void install_ad_native(Prim* p, Lambda* rule, char kind) {

@@ -71,6 +71,13 @@ bool is_atom(Value v) {
   return v.is_nil() || v.is_bool() || is(v, Kind::String);
 }
 
+// Whether lam has real constants, which act as free variables when its closures are zeroed,
+// added or bundled (constant_converted).
+bool has_constants(Lambda* lam) {
+  Lambda* c = constant_converted(lam);
+  return c && c != lam;
+}
+
 bool inert(Value v) {
   return is_atom(v) || is(v, Kind::Prim) || (is(v, Kind::Closure) && static_cast<Closure*>(v.as_obj())->aux == 0);
 }
@@ -130,6 +137,13 @@ Value zero_shallow(Value v, int strip) {
       if (prim) return Value::obj(prim);
       if (!lam) ad_error("*j-inverse", "expected a reverse value", v);
       int n = (int)c->aux;
+      if (has_constants(lam)) {  // its constants are free variables: zero too
+        const gc_vector<Value>& k = *lam->cc_consts;
+        Value r = make_closure(lam->cc, nullptr, n + (int)k.size());
+        for (int i = 0; i < n; i++) as_closure(r)->env[i] = make_lazy_zero(c->env[i], strip);
+        for (size_t i = 0; i < k.size(); i++) as_closure(r)->env[n + i] = lazy_zero(k[i], 0);
+        return r;
+      }
       if (n == 0) return closure_of(lam, nullptr);
       Value r = make_closure(lam, nullptr, n);
       for (int i = 0; i < n; i++) as_closure(r)->env[i] = make_lazy_zero(c->env[i], strip);
@@ -291,11 +305,19 @@ Value plus(Value a, Value b) {
       case Kind::Closure: {
         Closure* x = as_closure(a);
         Closure* y = as_closure(b);
-        if (x->lambda != y->lambda) break;
-        int n = (int)x->aux;
-        if (n == 0) return a;
-        Value r = make_closure(x->lambda, nullptr, n);
-        for (int i = 0; i < n; i++) as_closure(r)->env[i] = plus(x->env[i], y->env[i]);
+        if (x->lambda == y->lambda && !has_constants(x->lambda)) {
+          int n = (int)x->aux;
+          if (n == 0) return a;
+          Value r = make_closure(x->lambda, nullptr, n);
+          for (int i = 0; i < n; i++) as_closure(r)->env[i] = plus(x->env[i], y->env[i]);
+          return r;
+        }
+        // constants are free variables: they add too
+        Lambda* lam;
+        std::vector<Value> ex, ey;
+        if (!closures_conform(a, b, &lam, &ex, &ey)) break;
+        Value r = make_closure(lam, nullptr, (int)ex.size());
+        for (size_t i = 0; i < ex.size(); i++) as_closure(r)->env[i] = plus(ex[i], ey[i]);
         return r;
       }
       case Kind::Prim:
@@ -307,7 +329,9 @@ Value plus(Value a, Value b) {
   // Values without a real inside ((), booleans, strings, primitives, closures with an empty
   // environment — e.g. a primitive's reverse version) are their own zero, and their
   // sensitivities carry nothing: any two of them add to either.
-  if (inert(a) && inert(b)) return a.is_nil() ? b : a;
+  if (inert(a) && inert(b) && !(is(a, Kind::Closure) && has_constants(as_closure(a)->lambda)) &&
+      !(is(b, Kind::Closure) && has_constants(as_closure(b)->lambda)))
+    return a.is_nil() ? b : a;
   throw Error("plus: values do not conform: " + write_string(a) + " and " + write_string(b));
 }
 
@@ -336,16 +360,27 @@ namespace {
               write_string(t));
 }
 
+bool is_tangent_fn(Value v) { return is(v, Kind::Closure) && as_closure(v)->lambda == current->tangent_fn; }
+
+Value forward_part(const char* who, Value v, int part);
+
 // bundle with the tangent already unwrapped from its perturbation tag.
 Value bundle_raw(Value p, Value t) {
   if (is_zero_view(t)) t = force(t);
   p = unview(p);
   t = unview(t);
+  bool tangent_zero = false;  // t is the zero of a closure p (j*)
   if (is(t, Kind::Zero)) {
     if (is(p, Kind::Closure) && (int)as_closure(p)->aux == 0) return closure_of(forward_transform(as_closure(p)->lambda), nullptr);
-    t = materialize_zero(t);
+    LazyZero* z = static_cast<LazyZero*>(t.as_obj());
+    tangent_zero = is(p, Kind::Closure) && z->aux == 0 && z->src == p;
+    t = tangent_zero ? p : materialize_zero(t);
   }
   if (is(t, Kind::LazyJ)) t = force(t);
+  // The tangent of a forward procedure b (the closure (%tangent-of b)) holds b whole: its
+  // tangent part is b's.
+  // (Two such tangents bundle as any two closures of one lambda.)
+  if (is_tangent_fn(t) && !is_tangent_fn(p)) t = forward_part("bundle", as_closure(t)->env[0], 1);
   if (p.is_real()) {
     if (!t.is_real()) nonconform("bundle", p, t);
     return make_bundle(p, t);
@@ -368,12 +403,23 @@ Value bundle_raw(Value p, Value t) {
       return prim_forward(static_cast<Prim*>(p.as_obj()));
     case Kind::Closure: {
       Closure* c = as_closure(p);
-      if (!is(t, Kind::Closure) || as_closure(t)->lambda != c->lambda) nonconform("bundle", p, t);
-      Lambda* fl = forward_transform(c->lambda);
-      int n = (int)c->aux;
-      if (n == 0) return closure_of(fl, nullptr);
-      Value r = make_closure(fl, nullptr, n);
-      for (int i = 0; i < n; i++) as_closure(r)->env[i] = bundle_raw(c->env[i], as_closure(t)->env[i]);
+      if (!is(t, Kind::Closure)) nonconform("bundle", p, t);
+      if (as_closure(t)->lambda == c->lambda && (tangent_zero || !has_constants(c->lambda))) {
+        // (the forward transform bundles the lambda's constants with zero tangents)
+        Lambda* fl = forward_transform(c->lambda);
+        int n = (int)c->aux;
+        if (n == 0) return closure_of(fl, nullptr);
+        Value r = make_closure(fl, nullptr, n);
+        for (int i = 0; i < n; i++)
+          as_closure(r)->env[i] = bundle_raw(c->env[i], tangent_zero ? zero_of(c->env[i]) : as_closure(t)->env[i]);
+        return r;
+      }
+      // constants are free variables: the tangent's constants are theirs
+      Lambda* lam;
+      std::vector<Value> ep, et;
+      if (!closures_conform(p, t, &lam, &ep, &et)) nonconform("bundle", p, t);
+      Value r = make_closure(forward_transform(lam), nullptr, (int)ep.size());
+      for (size_t i = 0; i < ep.size(); i++) as_closure(r)->env[i] = bundle_raw(ep[i], et[i]);
       return r;
     }
     case Kind::String: return p;
@@ -403,6 +449,14 @@ Value forward_part(const char* who, Value v, int part) {
       if (lam->rule_of && lam->rule_kind == 'F') return Value::obj(lam->rule_of);
       if (lam->transform != 'F') ad_error(who, "expected a forward value", v);
       int n = (int)c->aux;
+      if (part == 1 && has_constants(lam->source)) {
+        // the source's constants are free variables, whose tangents are zero
+        const gc_vector<Value>& k = *lam->source->cc_consts;
+        Value r = make_closure(lam->source->cc, nullptr, n + (int)k.size());
+        for (int i = 0; i < n; i++) as_closure(r)->env[i] = forward_part(who, c->env[i], part);
+        for (size_t i = 0; i < k.size(); i++) as_closure(r)->env[n + i] = lazy_zero(k[i], 0);
+        return r;
+      }
       if (n == 0) return closure_of(lam->source, nullptr);
       Value r = make_closure(lam->source, nullptr, n);
       for (int i = 0; i < n; i++) as_closure(r)->env[i] = forward_part(who, c->env[i], part);
@@ -427,8 +481,54 @@ Value bundle(Value p, Value t) {
   return bundle_raw(p, tagged_value(t));
 }
 
+namespace {
+
+bool is_forward_procedure(Value v) {
+  Lambda* lam = as_closure(v)->lambda;
+  return lam->transform == 'F' || (lam->rule_of && lam->rule_kind == 'F');
+}
+
+// The unwrapped tangent of a forward value as `tangent` gives it: as forward_part, except that the
+// tangent of a forward procedure b is the procedure y -> (unperturb (tangent (b (j* y)))), the
+// closure (%tangent-of b), which keeps b whole (the tangent of b's result depends on b's primal).
+Value tangent_part(Value v) {
+  v = unview(v);
+  if (v.is_obj()) switch (kind_of(v)) {
+      case Kind::Closure:
+        if (is_forward_procedure(v)) return closure_of(current->tangent_fn, &v);
+        break;
+      case Kind::Pair:
+        return memo_pair(part_memo, v, Value::real(2), [&] { return cons(tangent_part(car(v)), tangent_part(cdr(v))); });
+      case Kind::Zero: return zero_of(tangent_part(materialize_zero(v)));
+      case Kind::LazyJ: return tangent_part(force(v));
+      default: break;
+    }
+  return forward_part("tangent", v, 1);
+}
+
+// The sensitivity of x in (tangent x), given the unwrapped sensitivity t of the result.
+Value tangent_bar_raw(Value x, Value t) {
+  if (!t.is_zero_sens()) {
+    Value tf = force(unview(t));
+    if (is_tangent_fn(tf)) return as_closure(tf)->env[0];
+    Value xf = force(unview(x));
+    if (is_pair(tf) && is_pair(xf))
+      return cons(tangent_bar_raw(car(xf), car(tf)), tangent_bar_raw(cdr(xf), cdr(tf)));
+  }
+  return bundle_raw(zero_of(primal(x)), t);
+}
+
+}  // namespace
+
 Value primal(Value v) { return forward_part("primal", v, 0); }
-Value tangent(Value v) { return perturb(forward_part("tangent", v, 1)); }
+Value tangent(Value v) { return perturb(tangent_part(v)); }
+Value tangent_structural(Value v) { return perturb(forward_part("tangent", v, 1)); }
+Value tangent_bar(Value x, Value y) {
+  if (y.is_zero_sens()) return bundle(zero_of(primal(x)), y);
+  Value yf = force(y);
+  if (!is(yf, Kind::Perturbation)) return bundle(zero_of(primal(x)), y);
+  return tangent_bar_raw(x, tagged_value(yf));
+}
 Value j_star(Value v) { return bundle_raw(v, zero_of(v)); }
 
 // ---- reverse mode ----

@@ -4,6 +4,7 @@
 // Reverse (*j): paper §4 — the forward phase φ of each binding, then a backpropagator lambda
 // that runs ρ of each binding in reverse order, accumulating sensitivities with ⊕.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -134,6 +135,192 @@ Body* clone_body(Body* src, VarMap& m) {
   out->result = get(src->result);
   return out;
 }
+
+// ---- constants as free variables ----
+
+bool holds_real(Value v) {
+  for (;;) {
+    if (v.is_real()) return true;
+    if (!is_pair(v)) return false;
+    if (holds_real(car(v))) return true;
+    v = cdr(v);
+  }
+}
+
+void convert_constants(Body* b, std::vector<Var*>& ks, gc_vector<Value>& vals) {
+  for (Binding& bd : b->binds) {
+    if (bd.op == Op::Const && holds_real(bd.constant)) {
+      Var* k = new_var(intern("%k" + std::to_string(ks.size())));
+      ks.push_back(k);
+      vals.push_back(bd.constant);
+      bd.op = Op::Copy;
+      bd.a = k;
+      bd.constant = Value();
+    } else if (bd.op == Op::If) {
+      convert_constants(bd.then_, ks, vals);
+      convert_constants(bd.else_, ks, vals);
+    }
+  }
+}
+
+bool own_real_constant(Body* b) {
+  for (const Binding& bd : b->binds) {
+    if (bd.op == Op::Const && holds_real(bd.constant)) return true;
+    if (bd.op == Op::If && (own_real_constant(bd.then_) || own_real_constant(bd.else_))) return true;
+  }
+  return false;
+}
+
+// The text of a lambda up to the names of its bound variables: free variables of the outermost
+// by name, of nested lambdas by index (their captures name them); a lambda met again inside
+// itself (a letrec) by its depth.
+struct ShapeWriter {
+  std::string out;
+  std::vector<Lambda*> stack;
+
+  void lambda(Lambda* lam) {
+    for (size_t i = 0; i < stack.size(); i++)
+      if (stack[i] == lam) {
+        out += "(rec " + std::to_string(i) + ")";
+        return;
+      }
+    ensure_body(lam);
+    if (!lam->free_done) compute_free_variables(lam);
+    std::unordered_map<Var*, int> bound;
+    bound[lam->param] = 0;
+    stack.push_back(lam);
+    out += "(lambda";
+    body(lam, lam->body, bound);
+    out += ")";
+    stack.pop_back();
+  }
+
+  void ref(Lambda* lam, Var* v, const std::unordered_map<Var*, int>& bound) {
+    auto it = bound.find(v);
+    if (it != bound.end()) {
+      out += " b" + std::to_string(it->second);
+      return;
+    }
+    if (stack.size() == 1) {
+      out += std::string(" f:") + v->name;
+      return;
+    }
+    for (size_t i = 0; i < lam->free.size(); i++)
+      if (lam->free[i] == v) {
+        out += " n" + std::to_string(i);
+        return;
+      }
+    out += " ?";
+  }
+
+  void body(Lambda* lam, Body* b, std::unordered_map<Var*, int>& bound) {
+    for (const Binding& bd : b->binds) {
+      out += " (" + std::to_string((int)bd.op);
+      if (bd.a) ref(lam, bd.a, bound);
+      if (bd.b) ref(lam, bd.b, bound);
+      switch (bd.op) {
+        case Op::Const:
+        case Op::Check: out += " " + write_string(bd.constant); break;
+        case Op::Global: out += std::string(" ") + bd.cell->name + "/" + bd.xf; break;
+        case Op::EnvRef: out += " " + std::to_string(bd.index); break;
+        case Op::App: out += bd.raw_call ? std::string(" raw/") + bd.xf : ""; break;
+        case Op::Lambda:
+          for (size_t k = 0; k < bd.lam->free.size(); k++) ref(lam, cap_of(bd, k), bound);
+          lambda(bd.lam);
+          break;
+        case Op::If:
+          body(lam, bd.then_, bound);
+          out += " |";
+          body(lam, bd.else_, bound);
+          break;
+        default: break;
+      }
+      out += ")";
+      int n = (int)bound.size();
+      bound[bd.x] = n;
+    }
+    ref(lam, b->result, bound);
+  }
+};
+
+}  // namespace
+
+Lambda* constant_converted(Lambda* L) {
+  if (L->cc) return L->cc;
+  if (L->rule_of || L->raw_bp || L->way_out || L->group) return nullptr;
+  if (L->transform == 'F' || L->transform == 'R') {
+    // T(S): T of S with its constants as free variables, whose values are T of S's constants
+    Lambda* S = L->source ? constant_converted(L->source) : nullptr;
+    if (!S) return nullptr;
+    L->cc_consts = new (gc_alloc(sizeof(gc_vector<Value>))) gc_vector<Value>();
+    Lambda* C = L;
+    if (S != L->source) {
+      C = L->transform == 'F' ? forward_transform(S) : reverse_transform(S);
+      for (Value k : *L->source->cc_consts) L->cc_consts->push_back(transform_value(k, L->transform));
+      C->cc = C;
+      if (!C->cc_consts) C->cc_consts = new (gc_alloc(sizeof(gc_vector<Value>))) gc_vector<Value>();
+      C->shape = intern(std::string(1, L->transform) + S->shape);
+    }
+    L->shape = intern(std::string(1, L->transform) + S->shape);
+    L->cc = C;
+    return C;
+  }
+  if (L->transform || L->lazy_of || !L->body) return nullptr;
+  if (!L->free_done) compute_free_variables(L);
+  L->cc_consts = new (gc_alloc(sizeof(gc_vector<Value>))) gc_vector<Value>();
+  Lambda* C = L;
+  if (own_real_constant(L->body)) {
+    AnalysisScope analysis;
+    VarMap m;
+    C = new_lambda();
+    C->param = new_var(L->param->name);
+    m[L->param] = C->param;
+    C->body = clone_body(L->body, m);
+    std::vector<Var*> ks;
+    convert_constants(C->body, ks, *L->cc_consts);
+    C->name = L->name;
+    C->pos = L->pos;
+    C->free.assign(L->free.begin(), L->free.end());
+    C->free.insert(C->free.end(), ks.begin(), ks.end());  // fresh: their ids follow L's
+    C->free_done = true;
+    C->cc = C;
+    C->cc_consts = new (gc_alloc(sizeof(gc_vector<Value>))) gc_vector<Value>();
+  }
+  ShapeWriter w;
+  w.lambda(C);
+  C->shape = intern(w.out);
+  L->shape = C->shape;
+  L->cc = C;
+  return C;
+}
+
+bool closures_conform(Value x, Value y, Lambda** lam, std::vector<Value>* ex, std::vector<Value>* ey) {
+  Closure* a = static_cast<Closure*>(x.as_obj());
+  Closure* b = static_cast<Closure*>(y.as_obj());
+  Lambda* la = constant_converted(a->lambda);
+  Lambda* lb = constant_converted(b->lambda);
+  if (!la || !lb || (la != lb && la->shape != lb->shape)) return false;
+  auto ext = [](Closure* c, std::vector<Value>* e) {
+    e->assign(c->env, c->env + c->aux);
+    e->insert(e->end(), c->lambda->cc_consts->begin(), c->lambda->cc_consts->end());
+  };
+  ext(a, ex);
+  ext(b, ey);
+  if (la != lb) {  // y's environment in x's order, by the names of the free variables
+    std::vector<Value> r(la->free.size());
+    for (size_t i = 0; i < la->free.size(); i++) {
+      size_t j = 0;
+      while (j < lb->free.size() && strcmp(lb->free[j]->name, la->free[i]->name)) j++;
+      if (j == lb->free.size()) return false;
+      r[i] = (*ey)[j];
+    }
+    *ey = std::move(r);
+  }
+  *lam = la;
+  return true;
+}
+
+namespace {
 
 // A raw backpropagator (lam->raw_bp) takes ȳ and returns (f̄ . x̄) without sensitivity tags;
 // as a value it is the procedure (sensitize ∘ body ∘ unsensitize) (SPEC §4). That procedure as
@@ -561,13 +748,16 @@ struct Reverse {
         acc(b.b, ab);
         return;
       }
-      case Op::Lambda:  // ρ{x_i = λ x e} ≡ [x̄'_1 ... x̄'_l] ⊕= x̄_i (environment sensitivities)
+      case Op::Lambda: {  // ρ{x_i = λ x e} ≡ [x̄'_1 ... x̄'_l] ⊕= x̄_i (environment sensitivities)
+        // x̄_i is a closure of lam with its constants as free variables (way_out)
+        Lambda* sl = constant_converted(b.lam);
         for (size_t k = 0; k < b.lam->free.size(); k++) {
-          Var* e = bp.env_ref(xb, (int)k, b.lam);
+          Var* e = bp.env_ref(xb, (int)k, sl ? sl : b.lam);
           if (maybe_placeholder.count(xb)) maybe_placeholder.insert(e);
           acc(cap_of(b, k), e);
         }
         return;
+      }
       case Op::Cons:
         acc(b.a, proj(Op::Car, xb, "(cons a d)"));
         acc(b.b, proj(Op::Cdr, xb, "(cons a d)"));
@@ -609,7 +799,25 @@ struct Reverse {
     size_t nf = L->free.size();
     Var** caps = static_cast<Var**>(gc_alloc(sizeof(Var*) * (nf ? nf : 1)));
     for (size_t k = 0; k < nf; k++) caps[k] = final_sens(L->free[k]);
-    Var* fbar = bp.lambda(L, caps);
+    // f̄ is over L with its constants as free variables, whose sensitivities are zero (the
+    // sensitivities zero and plus build have the same form: tags.cpp).
+    Lambda* C = constant_converted(L);
+    Var* fbar;
+    if (C && C != L) {
+      size_t nc = L->cc_consts->size();
+      if (nf == 0) {  // one closure for every call
+        Value z = make_closure(C, nullptr, (int)nc);
+        for (size_t k = 0; k < nc; k++) static_cast<Closure*>(z.as_obj())->env[k] = zero_of((*L->cc_consts)[k]);
+        fbar = bp.constant(z);
+      } else {
+        Var** all = static_cast<Var**>(gc_alloc(sizeof(Var*) * (nf + nc)));
+        for (size_t k = 0; k < nf; k++) all[k] = caps[k];
+        for (size_t k = 0; k < nc; k++) all[nf + k] = bp.constant(zero_of((*L->cc_consts)[k]));
+        fbar = bp.lambda(C, all);
+      }
+    } else {
+      fbar = bp.lambda(L, caps);
+    }
     Var* xbar = final_sens(L->param);
     B->body->result = bp.cons(fbar, xbar);
     finish_backprop(B);

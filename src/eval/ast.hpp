@@ -135,6 +135,14 @@ struct Lambda {
   // lambda is the transform of `wrapped`): what a transformed BackCall calls (Binding::raw_call).
   Lambda* raw_variant = nullptr;
 
+  // Constants as free variables (paper §4): `cc` is this lambda with the reals among the
+  // constants of its own body turned into free variables, appended to `free` (this lambda when
+  // there are none), `cc_consts` their values in that order; `shape` is cc's text up to the
+  // names of bound variables and the values of those constants (constant_converted, transform.cpp).
+  Lambda* cc = nullptr;
+  gc_vector<Value>* cc_consts = nullptr;
+  const char* shape = nullptr;
+
   Code* code = nullptr;     // compiled on first call
   Value empty_closure;      // when `free` is empty, the one closure of this lambda
 };

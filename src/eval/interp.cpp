@@ -38,6 +38,9 @@ Interp::Interp() {
   run_text(*this, prelude_source, "<prelude>", opt, [](Value, Pos) {});
   // %zero-bp makes the backpropagators of comparisons and predicates: raw, like every rule's.
   mark_raw_backpropagator(static_cast<Closure*>(cell(intern("%zero-bp"), true)->value.as_obj())->lambda);
+  tangent_of = cell(intern("%tangent-of"), true)->value;
+  for (Binding& b : static_cast<Closure*>(tangent_of.as_obj())->lambda->body->binds)
+    if (b.op == Op::Lambda) tangent_fn = b.lam;
   // The user's namespace starts as a copy of the prelude's.
   for (auto& [name, c] : prelude_cells) {
     Cell* u = cell(name, false);

@@ -36,6 +36,11 @@ struct Interp {
   Lambda* zero_bp = nullptr;
   Prim *p_plus = nullptr, *p_zero = nullptr, *p_rzero = nullptr, *p_sensitize = nullptr,
        *p_unsensitize = nullptr;
+  // The tangent of a forward-transformed procedure b is the procedure (%tangent-of b) =
+  // (lambda (y) (unperturb (tangent (b (j* y))))): `tangent_of` is that prelude closure and
+  // `tangent_fn` the inner lambda (docs/language.md, "Derivatives of functions").
+  Value tangent_of = Value::unbound();
+  Lambda* tangent_fn = nullptr;
 
   Interp();
   Cell* cell(const char* name, bool prelude);

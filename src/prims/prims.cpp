@@ -230,6 +230,8 @@ Value p_unperturb(Prim*, Value v) { return unperturb(v); }
 Value p_bundle(Prim*, Value a, Value b) { return bundle(a, b); }
 Value p_primal(Prim*, Value v) { return primal(v); }
 Value p_tangent(Prim*, Value v) { return tangent(v); }
+Value p_tangent_s(Prim*, Value v) { return tangent_structural(v); }
+Value p_tangent_bar(Prim*, Value x, Value y) { return tangent_bar(x, y); }
 Value p_sensitize(Prim*, Value v) { return sensitize(v); }
 Value p_unsensitize(Prim*, Value v) { return unsensitize(v); }
 Value p_star_j(Prim*, Value v) { return star_j(v); }
@@ -294,8 +296,9 @@ std::string rev_tagpred(const std::string& op) {
 }
 // The AD primitives are linear, so their forward version applies them to primal and tangent
 // alike; their reverse version applies the transpose (paper §4, ←0 ←⊕ ←J ←J⁻¹).
+// (%tangent: the tangent part as the structure of the value, also for a procedure.)
 std::string fwd_linear(const std::string& op) {
-  return "(lambda (v) (bundle (" + op + " (primal v)) (perturb (" + op + " (unperturb (tangent v))))))";
+  return "(lambda (v) (bundle (" + op + " (primal v)) (perturb (" + op + " (unperturb (%tangent v))))))";
 }
 // For the operations that commute with *j (J(op x) = op (J x): zero, plus, *j, *j-inverse and
 // the lazy zero), the value is computed on the reverse values directly: no J⁻¹ of the argument,
@@ -394,11 +397,17 @@ std::vector<Row> table() {
   t.push_back({"unperturb", 1, PrimClass::AD, p_unperturb, nullptr, fwd_linear("unperturb"),
                rev_linear("unperturb", "(perturb y)")});
   t.push_back({"bundle", 2, PrimClass::AD, nullptr, p_bundle, fwd_linear("bundle"),
-               rev_linear("bundle", "(cons (primal y) (tangent y))")});
+               rev_linear("bundle", "(cons (primal y) (%tangent y))")});
   t.push_back({"primal", 1, PrimClass::AD, p_primal, nullptr, fwd_linear("primal"),
-               rev_linear("primal", "(bundle y (zero (tangent x)))")});
+               rev_linear("primal", "(bundle y (zero (%tangent x)))")});
   t.push_back({"tangent", 1, PrimClass::AD, p_tangent, nullptr, fwd_linear("tangent"),
-               rev_linear("tangent", "(bundle (zero (primal x)) y)")});
+               rev_linear("tangent", "(%tangent-bar x y)")});
+  t.push_back({"%tangent", 1, PrimClass::AD, p_tangent_s, nullptr, fwd_linear("%tangent"),
+               rev_linear("%tangent", "(bundle (zero (primal x)) y)")});
+  // The transpose of tangent: linear in y; its own transpose is tangent again.
+  t.push_back({"%tangent-bar", 2, PrimClass::AD, nullptr, p_tangent_bar, fwd_linear("%tangent-bar"),
+               "(lambda (xr) (let ((p (*j-inverse xr))) (cons (*j (%tangent-bar p)) "
+               "(lambda (z) (cons '() (cons (zero (car p)) (tangent z)))))))"});
   t.push_back({"sensitize", 1, PrimClass::AD, p_sensitize, nullptr, fwd_linear("sensitize"),
                rev_linear("sensitize", "(unsensitize y)")});
   t.push_back({"unsensitize", 1, PrimClass::AD, p_unsensitize, nullptr, fwd_linear("unsensitize"),
