@@ -458,6 +458,15 @@ struct Reverse {
   VarMap fw;                             // x -> x⃖ (paper: reverse variables)
   std::unordered_map<Var*, Var*> tilde;  // App binding x -> its backpropagator (paper: x̃)
   std::unordered_set<Var*> constant_vars;
+  // Variables bound to the primitive zero or %rzero (which the transforms insert): a call of one
+  // commutes with *j and has a zero derivative, so its reverse transform is the same call on the
+  // reverse value, with no backpropagator (rev_commuting in prims.cpp, inlined).
+  std::unordered_map<Var*, Prim*> zero_prims;
+  // The same for the other primitives that commute with *j, whose transposes are simple: plus
+  // (ȳ to both summands, when its argument is a cons made here), *j and *j-inverse (each the
+  // other's transpose).
+  std::unordered_map<Var*, Prim*> linear_prims;
+  std::unordered_map<Var*, std::pair<Var*, Var*>> cons_parts;
   // A non-tail `if` binding's forward phase yields its value and the backpropagator of the branch
   // taken, which maps x̄ to the list of sensitivities of the variables the `if` refers to.
   struct IfInfo {
@@ -612,6 +621,11 @@ struct Reverse {
       case Op::Const:
         x = out.constant(star_j(b.constant));
         constant_vars.insert(b.x);
+        if (b.constant.is_obj() && kind_of(b.constant) == Kind::Prim) {
+          Prim* p = static_cast<Prim*>(b.constant.as_obj());
+          if (p == current->p_zero || p == current->p_rzero) zero_prims[b.x] = p;
+          if (p == current->p_plus || p == current->p_star_j || p == current->p_star_j_inverse) linear_prims[b.x] = p;
+        }
         break;
       case Op::Copy: x = lookup(fw, b.a); break;
       case Op::Sens: x = out.sens(lookup(fw, b.a), lookup(fw, b.b)); break;
@@ -625,6 +639,14 @@ struct Reverse {
       }
       case Op::BackCall:  // a call of a backpropagator's raw entry, transformed like any call
       case Op::App: {  // φ{x_i = x_j x_k} ≡ (x⃖_i, x̃_i) = x⃖_j x⃖_k
+        if (is_zero_call(b)) {
+          x = out.prim_app(zero_prims.at(b.a), lookup(fw, b.b));
+          break;
+        }
+        if (is_linear_call(b)) {
+          x = out.prim_app(linear_prims.at(b.a), lookup(fw, b.b));
+          break;
+        }
         Var* p = out.app(lookup(fw, b.a), lookup(fw, b.b));
         if (b.op == Op::BackCall || b.raw_call) {
           Binding& call = out.body->binds.back();
@@ -640,7 +662,10 @@ struct Reverse {
       case Op::Lambda:  // φ{x_i = λ x e} ≡ x⃖_i = ←(λ x e)
         x = out.lambda(reverse_transform(b.lam), map_caps(b, fw));
         break;
-      case Op::Cons: x = out.cons(lookup(fw, b.a), lookup(fw, b.b)); break;
+      case Op::Cons:
+        x = out.cons(lookup(fw, b.a), lookup(fw, b.b));
+        cons_parts[b.x] = {b.a, b.b};
+        break;
       case Op::Car:
       case Op::Cdr:
         x = out.proj(b.op, lookup(fw, b.a), b.pattern);
@@ -728,6 +753,17 @@ struct Reverse {
     return nb;
   }
 
+  bool is_zero_call(const Binding& b) const {
+    return b.op == Op::App && !b.raw_call && zero_prims.count(b.a);
+  }
+  bool is_linear_call(const Binding& b) const {
+    if (b.op != Op::App || b.raw_call) return false;
+    auto it = linear_prims.find(b.a);
+    if (it == linear_prims.end()) return false;
+    if (it->second == current->p_plus) return cons_parts.count(b.b) > 0;
+    return true;
+  }
+
   void rho(const Binding& b) {
     Var* xb = get_sens(b.x);
     if (!xb) return;  // x̄ is zero: nothing flows back
@@ -740,6 +776,21 @@ struct Reverse {
       case Op::Sens: acc(b.a, xb); return;
       case Op::BackCall:
       case Op::App: {  // ρ{x_i = x_j x_k} ≡ (x̄_j, x̄_k) ⊕= x̃_i x̄_i
+        if (is_zero_call(b)) return;
+        if (is_linear_call(b)) {
+          Prim* p = linear_prims.at(b.a);
+          if (p == current->p_plus) {  // (x̄_1, x̄_2) ⊕= (x̄, x̄)
+            auto [s1, s2] = cons_parts.at(b.b);
+            acc(s1, xb);
+            acc(s2, xb);
+          } else {
+            // (*j and *j-inverse give the placeholder zero back unchanged)
+            Var* t = bp.prim_app(p == current->p_star_j ? current->p_star_j_inverse : current->p_star_j, xb);
+            if (maybe_placeholder.count(xb)) maybe_placeholder.insert(t);
+            acc(b.b, t);
+          }
+          return;
+        }
         Var* u = bp.back_call(tilde.at(b.x), xb);
         auto [fb, ab] = bp.split(u, "(cons f-bar x-bar)");
         maybe_placeholder.insert(fb);

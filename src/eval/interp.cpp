@@ -31,6 +31,8 @@ Interp::Interp() {
   p_rzero = prim("%rzero");
   p_sensitize = prim("sensitize");
   p_unsensitize = prim("unsensitize");
+  p_star_j = prim("*j");
+  p_star_j_inverse = prim("*j-inverse");
   Interp* saved = current;
   current = this;
   RunOptions opt;

@@ -35,7 +35,7 @@ struct Interp {
   // The backpropagator of zeros (zero_backpropagator), made on first use; never collected.
   Lambda* zero_bp = nullptr;
   Prim *p_plus = nullptr, *p_zero = nullptr, *p_rzero = nullptr, *p_sensitize = nullptr,
-       *p_unsensitize = nullptr;
+       *p_unsensitize = nullptr, *p_star_j = nullptr, *p_star_j_inverse = nullptr;
   // The tangent of a forward-transformed procedure b is the procedure (%tangent-of b) =
   // (lambda (y) (unperturb (tangent (b (j* y))))): `tangent_of` is that prelude closure and
   // `tangent_fn` the inner lambda (docs/language.md, "Derivatives of functions").
