@@ -525,8 +525,9 @@ void install_ad_native(Prim* p, Lambda* rule, char kind) {
   compute_free_variables(rule);
   Lambda* bp = find_bp(rule->body);
   if (!bp || bp->free.size() > 1) return;
-  // the bp's one free variable must be what rev_ad_s gives it
-  if (bp->free.size() == 1 && strcmp(bp->free[0]->name, commutes(op) ? "xr" : "x")) return;
+  // the bp's one free variable must be what rev_ad_s gives it: xr itself for the commuting rules,
+  // for the others x = (*j-inverse xr) (whatever name the expansion gave it)
+  if (bp->free.size() == 1 && (bp->free[0] == rule->param) != commutes(op)) return;
   bp->native_prim = p;
   rule->native_bp = bp;
   set_rule1<rev_ad_s>(rule);
