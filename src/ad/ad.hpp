@@ -73,6 +73,15 @@ void install_native(Prim* p, Lambda* rule, char kind);
 // The forward transform f of a linear lambda (Lambda::linear_forward) gets the same native.
 void install_linear_forward(Lambda* f);
 
+// ---- constants in reverse-transformed code ----
+// A reverse real made from a constant of the code (the reverse transform's φ of a constant), or
+// computed at the first level by a primitive from such reals only: it depends on no input, so
+// the primitives record nothing for it (their backpropagator is the zero one, kConstRealView /
+// kConstPairView). Otherwise it is the plain (reverse r) it prints as.
+constexpr uint32_t kConstLeafAux = 0xFFFFFFFFu;
+Value const_leaf(double r);
+inline bool is_const_leaf(Value v) { return v.is_obj() && v.as_obj()->kind == Kind::Reverse && v.as_obj()->aux == kConstLeafAux; }
+
 // ---- views of backpropagators (native.cpp; Value::is_view) ----
 // The backpropagator of a builtin primitive applied at the first level of transformation, made
 // without allocating: a view of the RevNode of its result, of the pair car or cdr took apart, or

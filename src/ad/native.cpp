@@ -169,6 +169,16 @@ Value fwd_binary1(Closure* c, Value v) {
 
 // The view of a comparison of two plain reverse reals: its argument's shape is known.
 const Value kConstPairView = Value((1ull << 48) | kViewBpConst, 0);
+// The zero backpropagator of a unary primitive applied to a constant (its argument a real).
+const Value kConstRealView = Value((1ull << 48) | 16 | kViewBpConst, 0);
+
+Value const_leaf_impl(double r) {
+  Tagged* t = static_cast<Tagged*>(gc_alloc_atomic(sizeof(Tagged)));
+  t->kind = Kind::Reverse;
+  t->aux = kConstLeafAux;
+  t->v = Value::real(r);
+  return Value::obj(t);
+}
 
 // (reverse y) holding the primitive and its arguments.
 Value make_node(Prim* p, double y, int nargs, double x1, double x2) {
@@ -189,6 +199,11 @@ bool rev_unary_s(Closure* c, Value v, Value* out) {
   if (!plain_reverse(v, x)) return false;
   Prim* p = prim_of(c);
   Value y = p->fn1(p, Value::real(x));
+  if (is_const_leaf(v)) {  // nothing to record
+    out[0] = const_leaf(y.as_real());
+    out[1] = kConstRealView;
+    return true;
+  }
   out[0] = make_node(p, y.as_real(), 1, x, 0);
   out[1] = view_of(out[0], kViewBpNode);
   return true;
@@ -199,6 +214,11 @@ bool rev_binary_s2(Closure* c, Value a, Value b, Value* out) {
   if (!plain_reverse(a, x1) || !plain_reverse(b, x2)) return false;
   Prim* p = prim_of(c);
   Value y = p->fn2(p, Value::real(x1), Value::real(x2));
+  if (is_const_leaf(a) && is_const_leaf(b)) {  // nothing to record
+    out[0] = const_leaf(y.as_real());
+    out[1] = kConstPairView;
+    return true;
+  }
   out[0] = make_node(p, y.as_real(), node_args(op_of(p)), x1, x2);
   out[1] = view_of(out[0], kViewBpNode);
   return true;
@@ -536,6 +556,8 @@ void install_ad_native(Prim* p, Lambda* rule, char kind) {
 
 }  // namespace
 
+Value const_leaf(double r) { return const_leaf_impl(r); }
+
 void install_linear_forward(Lambda* f) {
   Lambda* m = f->source;
   if (!m || !m->linear_forward || !m->free.empty() || f->transform != 'F') return;
@@ -552,8 +574,8 @@ Value materialize_view(Value v) {
     return star_j(j_view_part(v));
   }
   Interp& in = *current;
-  if ((v.bits >> 48) == 1) {  // kConstPairView: a comparison of two reverse reals
-    Value xr = cons(star_j(Value::real(0)), star_j(Value::real(0)));
+  if ((v.bits >> 48) == 1) {  // kConstPairView: a comparison of two reverse reals (kConstRealView: of one)
+    Value xr = v.bits & 16 ? star_j(Value::real(0)) : cons(star_j(Value::real(0)), star_j(Value::real(0)));
     return make_closure(zero_bp_lambda(), &xr, 1);
   }
   Value obj = Value::obj(view_obj(v));
@@ -582,7 +604,11 @@ Value materialize_view(Value v) {
 }
 
 bool back_view(Value bp, Value y, Value* out, bool three) {
-  if ((bp.bits >> 48) == 1) return result2(out, 0, 0, three);
+  if ((bp.bits >> 48) == 1) {
+    if (!(bp.bits & 16)) return result2(out, 0, 0, three);
+    if (three) return false;
+    return result(out, Value::real(0));
+  }
   Obj* o = view_obj(bp);
   switch (view_tag(bp)) {
     case kViewBpNode: {

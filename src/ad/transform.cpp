@@ -619,7 +619,7 @@ struct Reverse {
     Var* x = nullptr;
     switch (b.op) {
       case Op::Const:
-        x = out.constant(star_j(b.constant));
+        x = out.constant(b.constant.is_real() ? const_leaf(b.constant.as_real()) : star_j(b.constant));
         constant_vars.insert(b.x);
         if (b.constant.is_obj() && kind_of(b.constant) == Kind::Prim) {
           Prim* p = static_cast<Prim*>(b.constant.as_obj());
