@@ -79,18 +79,31 @@ void compute_free_variables(Lambda* lam) {
 
 namespace {
 
+// Per-variable notes live in the Var (Var::mark), not in hash maps: compiling is a large part of
+// a nested derivative's first call.
+uint32_t compile_pass = 0;
+
 struct Compiler {
   Lambda* lam = nullptr;
   int nslots = 0;
-  std::unordered_map<Var*, int> free_index;
-  std::unordered_map<Var*, int> uses;
+  uint32_t pass = ++compile_pass;
+
+  Var* note(Var* v) {
+    if (v->mark != pass) {
+      v->mark = pass;
+      v->uses = 0;
+      v->last_read = -1;
+      v->free_index = -1;
+    }
+    return v;
+  }
+  int& uses(Var* v) { return note(v)->uses; }
 
   int ref(Var* v) {
     if (v->owner == lam) return v->slot;
-    auto it = free_index.find(v);
-    if (it == free_index.end())
-      throw Error(std::string("internal error: variable ") + v->name + " is not in scope", lam->pos);
-    return -(it->second + 1);
+    int i = note(v)->free_index;
+    if (i < 0) throw Error(std::string("internal error: variable ") + v->name + " is not in scope", lam->pos);
+    return -(i + 1);
   }
 
   void bind(Var* v) {
@@ -100,27 +113,26 @@ struct Compiler {
 
   void count_uses(Body* b) {
     for (Binding& bd : b->binds) {
-      if (bd.a) uses[bd.a]++;
-      if (bd.b) uses[bd.b]++;
+      if (bd.a) uses(bd.a)++;
+      if (bd.b) uses(bd.b)++;
       if (bd.op == Op::If) {
         count_uses(bd.then_);
         count_uses(bd.else_);
       } else if (bd.op == Op::Lambda) {
-        for (size_t i = 0; i < bd.lam->free.size(); i++) uses[bd.caps ? bd.caps[i] : bd.lam->free[i]]++;
+        for (size_t i = 0; i < bd.lam->free.size(); i++) uses(bd.caps ? bd.caps[i] : bd.lam->free[i])++;
       }
     }
-    uses[b->result]++;
+    uses(b->result)++;
   }
 
   // Frame slots are reused once a variable is dead (A-normal code has many short-lived
   // temporaries): positions number the bindings in execution order, branches depth first; a
   // slot is freed after its variable's last read. A branch's variables never outlive it, and a
   // variable last read in one branch is dead in the other, so one free list serves both.
-  std::unordered_map<Var*, int> last_read;
   std::vector<int> free_slots;
   int position = 0;
 
-  void note_read(Var* v) { last_read[v] = position; }
+  void note_read(Var* v) { note(v)->last_read = position; }
 
   void number_reads(Body* b) {
     for (Binding& bd : b->binds) {
@@ -147,10 +159,9 @@ struct Compiler {
 
   void release_dead(Var* v) {
     if (v && v->owner == lam) {
-      auto it = last_read.find(v);
-      if (it != last_read.end() && it->second == position) {
+      if (note(v)->last_read == position) {
         free_slots.push_back(v->slot);
-        last_read.erase(it);  // free once, even when read twice at one position
+        v->last_read = -1;  // free once, even when read twice at one position
       }
     }
   }
@@ -164,7 +175,7 @@ struct Compiler {
         for (size_t k = 0; k < bd.lam->free.size(); k++) release_dead(bd.caps ? bd.caps[k] : bd.lam->free[k]);
       bd.x->owner = lam;
       bd.x->slot = take_slot();
-      if (!last_read.count(bd.x)) {  // never read: its slot is free at once
+      if (note(bd.x)->last_read < 0) {  // never read: its slot is free at once
         free_slots.push_back(bd.x->slot);
       }
       if (bd.op == Op::If) {
@@ -180,7 +191,7 @@ struct Compiler {
   bool split_at(Body* b, size_t i) {
     size_t n = b->binds.size();
     Binding& bd = b->binds[i];
-    return i + 2 < n && uses[bd.x] == 2 && b->binds[i + 1].op == Op::Car && b->binds[i + 1].a == bd.x &&
+    return i + 2 < n && uses(bd.x) == 2 && b->binds[i + 1].op == Op::Car && b->binds[i + 1].a == bd.x &&
            b->binds[i + 2].op == Op::Cdr && b->binds[i + 2].a == bd.x;
   }
 
@@ -195,7 +206,7 @@ struct Compiler {
     Binding& lam = b->binds[i + 3];
     Binding& res = b->binds[i + 4];
     if (lam.op != Op::Lambda || res.op != Op::Cons || res.x != b->result || res.a != v.x || res.b != lam.x ||
-        uses[v.x] != 1 || uses[t.x] != 1 || uses[lam.x] != 1 || uses[res.x] != 1)
+        uses(v.x) != 1 || uses(t.x) != 1 || uses(lam.x) != 1 || uses(res.x) != 1)
       return -1;
     for (size_t k = 0; k < lam.lam->free.size(); k++)
       if ((lam.caps ? lam.caps[k] : lam.lam->free[k]) == t.x) return (int)k;
@@ -218,7 +229,7 @@ struct Compiler {
     // (cons r1 r2) as the body's value, last: returned as two values.
     size_t end = n;
     bool chain_way_out = n >= 5 && chain_call_at(b, n - 5, tail) >= 0;
-    if (n > 0 && !chain_way_out && b->binds[n - 1].op == Op::Cons && b->binds[n - 1].x == b->result && uses[b->result] == 1) {
+    if (n > 0 && !chain_way_out && b->binds[n - 1].op == Op::Cons && b->binds[n - 1].x == b->result && uses(b->result) == 1) {
       c->pair_result = true;
       c->r1 = ref(b->binds[n - 1].a);
       c->r2 = ref(b->binds[n - 1].b);
@@ -274,7 +285,7 @@ struct Compiler {
           }
           // Fuse (f (cons p q)) when the pair is used only here: binary primitives then take
           // their two arguments without the pair being allocated.
-          if (!ins.empty() && ins.back().op == Op::Cons && b->binds[i - 1].x == bd.b && uses[bd.b] == 1) {
+          if (!ins.empty() && ins.back().op == Op::Cons && b->binds[i - 1].x == bd.b && uses(bd.b) == 1) {
             Instr& prev = ins.back();
             in.op2 = AppPair;
             in.b = prev.a;
@@ -319,11 +330,11 @@ void compile(Lambda* lam) {
   if (!lam->free_done) compute_free_variables(lam);
   Compiler c;
   c.lam = lam;
-  for (size_t i = 0; i < lam->free.size(); i++) c.free_index[lam->free[i]] = (int)i;
+  for (size_t i = 0; i < lam->free.size(); i++) c.note(lam->free[i])->free_index = (int)i;
   c.bind(lam->param);
   c.number_reads(lam->body);
   // A reverse transform's argument stays in its slot: a way out may need its shape (eval.cpp).
-  if (lam->transform == 'R') c.last_read[lam->param] = INT_MAX;
+  if (lam->transform == 'R') c.note(lam->param)->last_read = INT_MAX;
   c.position = 0;
   c.assign_slots(lam->body);
   c.count_uses(lam->body);

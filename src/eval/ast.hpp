@@ -17,6 +17,10 @@ struct Var {
   int id;
   Lambda* owner = nullptr;
   int slot = -1;  // frame slot in `owner`, assigned when `owner` is compiled
+  // The compiler's working notes (analyse.cpp), valid while `mark` is its current pass: uses,
+  // the position of the last read (-1: none), the index among the free variables (-1: none).
+  uint32_t mark = 0;
+  int uses = 0, last_read = -1, free_index = -1;
 };
 
 // A top-level (global) variable: a mutable cell, looked up late, so that top-level definitions are
