@@ -389,7 +389,14 @@ struct Exec {
 }
 
 [[noreturn]] __attribute__((noinline, cold)) void not_a_procedure(Value f, Value arg) {
-  throw Error("not a procedure: " + write_string(f) + " cannot be applied to " + write_string(arg));
+  std::string hint;
+  // (tangent b) of a procedure b is a perturbation of its tangent function
+  if (f.is_obj() && (kind_of(f) == Kind::Perturbation || kind_of(f) == Kind::Sensitivity)) {
+    Value in = static_cast<Tagged*>(f.as_obj())->v;
+    if (is(in, Kind::Closure) || is(in, Kind::Prim))
+      hint = kind_of(f) == Kind::Perturbation ? " (unperturb it to call the procedure)" : " (unsensitize it to call the procedure)";
+  }
+  throw Error("not a procedure: " + write_string(f) + " cannot be applied to " + write_string(arg) + hint);
 }
 
 // One level of nested evaluation: the depth limit, the stack guard and the call record.
