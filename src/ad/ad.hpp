@@ -56,7 +56,7 @@ Lambda* constant_converted(Lambda* lam);
 // Two closures conform when their lambdas are one, or have the same shape once their constants
 // are free variables. Then `lam` is the lambda to build the result over and ex, ey (of
 // lam->free.size()) the two environments in its order, constants included.
-bool closures_conform(Value x, Value y, Lambda** lam, std::vector<Value>* ex, std::vector<Value>* ey);
+bool closures_conform(Value x, Value y, Lambda** lam, gc_vector<Value>* ex, gc_vector<Value>* ey);
 
 // ---- transforms of lambdas, computed once and cached on the lambda ----
 Lambda* forward_transform(Lambda* lam);

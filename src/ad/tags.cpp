@@ -314,7 +314,7 @@ Value plus(Value a, Value b) {
         }
         // constants are free variables: they add too
         Lambda* lam;
-        std::vector<Value> ex, ey;
+        gc_vector<Value> ex, ey;
         if (!closures_conform(a, b, &lam, &ex, &ey)) break;
         Value r = make_closure(lam, nullptr, (int)ex.size());
         for (size_t i = 0; i < ex.size(); i++) as_closure(r)->env[i] = plus(ex[i], ey[i]);
@@ -416,7 +416,7 @@ Value bundle_raw(Value p, Value t) {
       }
       // constants are free variables: the tangent's constants are theirs
       Lambda* lam;
-      std::vector<Value> ep, et;
+      gc_vector<Value> ep, et;
       if (!closures_conform(p, t, &lam, &ep, &et)) nonconform("bundle", p, t);
       Value r = make_closure(forward_transform(lam), nullptr, (int)ep.size());
       for (size_t i = 0; i < ep.size(); i++) as_closure(r)->env[i] = bundle_raw(ep[i], et[i]);

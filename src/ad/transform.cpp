@@ -294,20 +294,20 @@ Lambda* constant_converted(Lambda* L) {
   return C;
 }
 
-bool closures_conform(Value x, Value y, Lambda** lam, std::vector<Value>* ex, std::vector<Value>* ey) {
+bool closures_conform(Value x, Value y, Lambda** lam, gc_vector<Value>* ex, gc_vector<Value>* ey) {
   Closure* a = static_cast<Closure*>(x.as_obj());
   Closure* b = static_cast<Closure*>(y.as_obj());
   Lambda* la = constant_converted(a->lambda);
   Lambda* lb = constant_converted(b->lambda);
   if (!la || !lb || (la != lb && la->shape != lb->shape)) return false;
-  auto ext = [](Closure* c, std::vector<Value>* e) {
+  auto ext = [](Closure* c, gc_vector<Value>* e) {
     e->assign(c->env, c->env + c->aux);
     e->insert(e->end(), c->lambda->cc_consts->begin(), c->lambda->cc_consts->end());
   };
   ext(a, ex);
   ext(b, ey);
   if (la != lb) {  // y's environment in x's order, by the names of the free variables
-    std::vector<Value> r(la->free.size());
+    gc_vector<Value> r(la->free.size());
     for (size_t i = 0; i < la->free.size(); i++) {
       size_t j = 0;
       while (j < lb->free.size() && strcmp(lb->free[j]->name, la->free[i]->name)) j++;
