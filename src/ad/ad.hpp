@@ -23,6 +23,7 @@ Value env_ref(Value closure, int index, Lambda* lam);
 
 // ---- forward mode ----
 Value bundle(Value primal, Value tangent_perturbation);
+Value bundle_untagged(Value primal, Value tangent);  // (bundle p (perturb t)), no tag made
 Value primal(Value v);
 // A perturbation. The tangent of a forward procedure b is the procedure (%tangent-of b), which
 // gives the tangent of b's result (docs/language.md, "Derivatives of functions").
@@ -30,6 +31,7 @@ Value tangent(Value v);
 // The tangent as the AD primitives' own rules take it apart: a forward procedure's is the
 // procedure of the same lambda over the tangents in its environment (%tangent).
 Value tangent_structural(Value v);
+Value tangent_untagged(Value v);  // (unperturb (tangent_structural v)), no tag made
 // The sensitivity of x in (tangent x) given that of the result, y (%tangent-bar).
 Value tangent_bar(Value x, Value y);
 Value perturb(Value v);

@@ -481,7 +481,7 @@ inline bool commutes(AdOp op) { return op == A_ZERO || op == A_RZERO || op == A_
 
 Value fwd_ad(Closure* c, Value v) {
   Prim* p = prim_of(c);
-  return bundle(apply_prim(p, primal(v)), perturb(apply_prim(p, unperturb(tangent_structural(v)))));
+  return bundle_untagged(apply_prim(p, primal(v)), apply_prim(p, tangent_untagged(v)));
 }
 
 bool rev_ad_s(Closure* c, Value xr, Value* out) {
@@ -529,7 +529,7 @@ bool bp_ad(Closure* c, Value y, Value* out) {
 // F(M) of a linear M (M the closure of the lambda this one transforms).
 Value fwd_linear_deep(Closure* c, Value v) {
   Value m = closure_of(c->lambda->source, nullptr);
-  return bundle(apply(m, primal(v)), perturb(apply(m, unperturb(tangent_structural(v)))));
+  return bundle_untagged(apply(m, primal(v)), apply(m, tangent_untagged(v)));
 }
 
 void install_ad_native(Prim* p, Lambda* rule, char kind) {

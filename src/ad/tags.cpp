@@ -481,6 +481,8 @@ Value bundle(Value p, Value t) {
   return bundle_raw(p, tagged_value(t));
 }
 
+Value bundle_untagged(Value p, Value t) { return bundle_raw(p, t); }
+
 namespace {
 
 bool is_forward_procedure(Value v) {
@@ -523,6 +525,7 @@ Value tangent_bar_raw(Value x, Value t) {
 Value primal(Value v) { return forward_part("primal", v, 0); }
 Value tangent(Value v) { return perturb(tangent_part(v)); }
 Value tangent_structural(Value v) { return perturb(forward_part("tangent", v, 1)); }
+Value tangent_untagged(Value v) { return forward_part("tangent", v, 1); }
 Value tangent_bar(Value x, Value y) {
   if (y.is_zero_sens()) return bundle(zero_of(primal(x)), y);
   Value yf = force(y);
