@@ -30,6 +30,7 @@ inline double real_arg(Prim* p, Value v) {
 
 // Comparisons and predicates look through AD tags (a transformed comparison compares primals).
 inline double compare_arg(Prim* p, Value v) {
+  if (v.is_real()) return v.as_real();
   Value s = strip_tags(v);
   if (s.is_real()) return s.as_real();
   type_error(p, "a real", v);
