@@ -9,7 +9,9 @@
 #   - the ratio of heap objects allocated stays flat (it is reported, not bounded: a primal loop
 #     allocates one object a step, its argument tuple, while the tape records one per operation).
 # One directional derivative of f1 (mode 2) must cost at most 4x the primal in operations and
-# steps, flat for n = 10^3 .. 10^5. Prints `ok - ...` / `not ok - ...` lines and the figures.
+# steps, flat for n = 10^3 .. 10^5. Nesting (W4's shape): a later call's steps and objects grow at
+# most 4x a level from k = 4 to 6, forward and reverse. Prints `ok - ...` / `not ok - ...` lines
+# and the figures.
 V=${1:-build/vlad}
 # counts FAMILY N MODE -> "ops steps applications objects bytes retained"
 counts() {
@@ -65,3 +67,29 @@ for fam in f1-sum f2-chain f3-project f4-sumlist f5-sharing f6-closure; do
 done
 check_family f7-symbolic 1 reverse 100 1000 10000 30000
 check_family f1-sum 2 forward 1000 10000 100000
+
+# Nesting (W4's shape, tests/cost/nest.vlad): the steps and heap objects of one later call of the
+# k-th derivative by k-fold nesting grow at most 4x a level from k = 4 on, forward and reverse.
+nest_counts() {  # K MODE -> "steps objects" of one later call (three calls minus one, halved)
+  local a b
+  a=$(echo "$1 $2 1" | timeout 300 "$V" --meter tests/cost/nest.vlad 2>&1 >/dev/null |
+      awk '/^# interpreted steps:/ { s = $NF } /^# heap objects allocated:/ { o = $NF } END { print s + 0, o + 0 }')
+  b=$(echo "$1 $2 3" | timeout 300 "$V" --meter tests/cost/nest.vlad 2>&1 >/dev/null |
+      awk '/^# interpreted steps:/ { s = $NF } /^# heap objects allocated:/ { o = $NF } END { print s + 0, o + 0 }')
+  awk -v A="$a" -v B="$b" 'BEGIN { split(A, x, " "); split(B, y, " "); print (y[1] - x[1]) / 2, (y[2] - x[2]) / 2 }'
+}
+for mode in 1 0; do
+  label=$([ $mode = 1 ] && echo reverse || echo forward)
+  c4=$(nest_counts 4 $mode); c5=$(nest_counts 5 $mode); c6=$(nest_counts 6 $mode)
+  printf '# nesting %s: one later call, k = 4, 5, 6: steps/objects %s, %s, %s\n' "$label" "$c4" "$c5" "$c6"
+  awk -v label="$label" -v A="$c4" -v B="$c5" -v C="$c6" 'BEGIN {
+    split(A, a, " "); split(B, b, " "); split(C, c, " ")
+    names[1] = "steps"; names[2] = "heap objects"
+    for (i = 1; i <= 2; i++) {
+      g1 = a[i] > 0 ? b[i] / a[i] : 99; g2 = b[i] > 0 ? c[i] / b[i] : 99
+      what = "nesting " label " " names[i] " per level (k = 4->5->6)"
+      if (g1 > 4 || g2 > 4) printf "not ok - %s: x%.2f, x%.2f, above 4\n", what, g1, g2
+      else printf "ok - %s at most x4 (x%.2f, x%.2f)\n", what, g1, g2
+    }
+  }'
+done
