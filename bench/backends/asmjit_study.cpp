@@ -5,31 +5,15 @@
 // are - and * on values near 1, so that no NaN makes the guard leave early.
 #include <asmjit/x86.h>
 
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <random>
-#include <vector>
+#include "study.hpp"
 
 using namespace asmjit;
-using Fn = int (*)(double*);
 
-struct Ins { int op, x, a, b; };
-
-std::vector<Ins> program(int n, int slots) {
-  std::mt19937 rng(1);
-  std::vector<Ins> p;
-  for (int i = 0; i < n; i++) p.push_back({int(rng() % 2) + 1, int(rng() % slots), int(rng() % slots), int(rng() % slots)});
-  return p;
-}
-
-int main(int argc, char** argv) {
-  int slots = 64;
+int main() {
   for (int n : {100, 1000, 36000}) {
-    std::vector<Ins> p = program(n, slots);
+    std::vector<Ins> p = program(n);
     JitRuntime rt;
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = Clock::now();
     CodeHolder code;
     code.init(rt.environment());
     x86::Assembler a(&code);
@@ -58,22 +42,7 @@ int main(int argc, char** argv) {
     a.ret();
     Fn fn;
     if (rt.add(&fn, &code) != kErrorOk) { std::printf("asmjit: add failed\n"); return 1; }
-    auto t1 = std::chrono::steady_clock::now();
-    std::vector<double> fr(slots);
-    int reps = 20000000 / n;
-    auto t2 = std::chrono::steady_clock::now();
-    int bails = 0;
-    for (int r = 0; r < reps; r++) {
-      for (int s = 0; s < slots; s++) fr[s] = 1.0 + 1e-9 * s;
-      bails += fn(fr.data());
-    }
-    auto t3 = std::chrono::steady_clock::now();
-    double ct = std::chrono::duration<double, std::micro>(t1 - t0).count();
-    double rt_ns = std::chrono::duration<double, std::nano>(t3 - t2).count() / (double(reps) * n);
-    std::printf("asmjit   n=%6d  compile %9.1f us (%6.1f ns/instr)  run %5.2f ns/instr  (bails %d)\n", n, ct,
-                ct * 1000 / n, rt_ns, bails);
+    report("asmjit", n, t0, fn);
   }
-  (void)argc;
-  (void)argv;
   return 0;
 }

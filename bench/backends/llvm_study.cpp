@@ -7,32 +7,18 @@
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/TargetSelect.h>
 
-#include <chrono>
-#include <cstdio>
-#include <random>
-#include <vector>
+#include "study.hpp"
 
 using namespace llvm;
-using Fn = int (*)(double*);
-
-struct Ins { int op, x, a, b; };
-
-std::vector<Ins> program(int n, int slots) {
-  std::mt19937 rng(1);
-  std::vector<Ins> p;
-  for (int i = 0; i < n; i++) p.push_back({int(rng() % 2) + 1, int(rng() % slots), int(rng() % slots), int(rng() % slots)});
-  return p;
-}
 
 int main() {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   InitializeNativeTarget();
   InitializeNativeTargetAsmPrinter();
-  int slots = 64;
   for (bool opt : {false, true}) {
     for (int n : {100, 1000, 4000}) {
-      std::vector<Ins> p = program(n, slots);
-      auto t0 = std::chrono::steady_clock::now();
+      std::vector<Ins> p = program(n);
+      auto t0 = Clock::now();
       auto ctx = std::make_unique<LLVMContext>();
       auto mod = std::make_unique<Module>("m", *ctx);
       IRBuilder<> b(*ctx);
@@ -82,20 +68,7 @@ int main() {
       cantFail((*jit)->addIRModule(orc::ThreadSafeModule(std::move(mod), std::move(ctx))));
       auto sym = cantFail((*jit)->lookup("f"));
       Fn fn = sym.toPtr<Fn>();
-      auto t1 = std::chrono::steady_clock::now();
-      std::vector<double> frv(slots);
-      int reps = 20000000 / n;
-      auto t2 = std::chrono::steady_clock::now();
-      int bails = 0;
-      for (int r = 0; r < reps; r++) {
-        for (int s = 0; s < slots; s++) frv[s] = 1.0 + 1e-9 * s;
-        bails += fn(frv.data());
-      }
-      auto t3 = std::chrono::steady_clock::now();
-      double ct = std::chrono::duration<double, std::micro>(t1 - t0).count();
-      double rn = std::chrono::duration<double, std::nano>(t3 - t2).count() / (double(reps) * n);
-      std::printf("llvm %s n=%6d  compile %9.1f us (%6.1f ns/instr)  run %5.2f ns/instr  (bails %d)\n", opt ? "O2" : "O0",
-                  n, ct, ct * 1000 / n, rn, bails);
+      report(opt ? "llvm O2" : "llvm O0", n, t0, fn);
     }
   }
   return 0;
