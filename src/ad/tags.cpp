@@ -78,8 +78,26 @@ bool has_constants(Lambda* lam) {
   return c && c != lam;
 }
 
+// (A closure with an empty environment but real constants is not: its constants are free
+// variables.)
 bool inert(Value v) {
-  return is_atom(v) || is(v, Kind::Prim) || (is(v, Kind::Closure) && static_cast<Closure*>(v.as_obj())->aux == 0);
+  return is_atom(v) || is(v, Kind::Prim) ||
+         (is(v, Kind::Closure) && static_cast<Closure*>(v.as_obj())->aux == 0 &&
+          !has_constants(static_cast<Closure*>(v.as_obj())->lambda));
+}
+
+Value lazy_zero(Value v, int strip);
+
+// A closure of lam with its constants as free variables (lam->cc): the environment values part(i)
+// for lam's n free variables, then the zeros of its constants (a zero, or the constants' tangents
+// or sensitivities, which the transforms leave zero).
+template <class F>
+Value over_constants(Lambda* lam, int n, F part) {
+  const gc_vector<Value>& k = *lam->cc_consts;
+  Value r = make_closure(lam->cc, nullptr, n + (int)k.size());
+  for (int i = 0; i < n; i++) as_closure(r)->env[i] = part(i);
+  for (size_t i = 0; i < k.size(); i++) as_closure(r)->env[n + i] = lazy_zero(k[i], 0);
+  return r;
 }
 
 // The lambda a closure had before `n` reverse transforms, or null when one of them was the
@@ -95,8 +113,6 @@ Lambda* strip_lambda(Lambda* lam, int n, Prim** prim) {
   }
   return lam;
 }
-
-Value lazy_zero(Value v, int strip);
 
 // Zero of (J⁻¹)^strip v, built one level deep: reals (tagged or not) completely, pairs and
 // closures as structures of lazy zeros.
@@ -137,13 +153,8 @@ Value zero_shallow(Value v, int strip) {
       if (prim) return Value::obj(prim);
       if (!lam) ad_error("*j-inverse", "expected a reverse value", v);
       int n = (int)c->aux;
-      if (has_constants(lam)) {  // its constants are free variables: zero too
-        const gc_vector<Value>& k = *lam->cc_consts;
-        Value r = make_closure(lam->cc, nullptr, n + (int)k.size());
-        for (int i = 0; i < n; i++) as_closure(r)->env[i] = make_lazy_zero(c->env[i], strip);
-        for (size_t i = 0; i < k.size(); i++) as_closure(r)->env[n + i] = lazy_zero(k[i], 0);
-        return r;
-      }
+      if (has_constants(lam))  // its constants are free variables: zero too
+        return over_constants(lam, n, [&](int i) { return make_lazy_zero(c->env[i], strip); });
       if (n == 0) return closure_of(lam, nullptr);
       Value r = make_closure(lam, nullptr, n);
       for (int i = 0; i < n; i++) as_closure(r)->env[i] = make_lazy_zero(c->env[i], strip);
@@ -329,9 +340,7 @@ Value plus(Value a, Value b) {
   // Values without a real inside ((), booleans, strings, primitives, closures with an empty
   // environment — e.g. a primitive's reverse version) are their own zero, and their
   // sensitivities carry nothing: any two of them add to either.
-  if (inert(a) && inert(b) && !(is(a, Kind::Closure) && has_constants(as_closure(a)->lambda)) &&
-      !(is(b, Kind::Closure) && has_constants(as_closure(b)->lambda)))
-    return a.is_nil() ? b : a;
+  if (inert(a) && inert(b)) return a.is_nil() ? b : a;
   throw Error("plus: values do not conform: " + write_string(a) + " and " + write_string(b));
 }
 
@@ -449,14 +458,8 @@ Value forward_part(const char* who, Value v, int part) {
       if (lam->rule_of && lam->rule_kind == 'F') return Value::obj(lam->rule_of);
       if (lam->transform != 'F') ad_error(who, "expected a forward value", v);
       int n = (int)c->aux;
-      if (part == 1 && has_constants(lam->source)) {
-        // the source's constants are free variables, whose tangents are zero
-        const gc_vector<Value>& k = *lam->source->cc_consts;
-        Value r = make_closure(lam->source->cc, nullptr, n + (int)k.size());
-        for (int i = 0; i < n; i++) as_closure(r)->env[i] = forward_part(who, c->env[i], part);
-        for (size_t i = 0; i < k.size(); i++) as_closure(r)->env[n + i] = lazy_zero(k[i], 0);
-        return r;
-      }
+      if (part == 1 && has_constants(lam->source))  // the source's constants: zero tangents
+        return over_constants(lam->source, n, [&](int i) { return forward_part(who, c->env[i], part); });
       if (n == 0) return closure_of(lam->source, nullptr);
       Value r = make_closure(lam->source, nullptr, n);
       for (int i = 0; i < n; i++) as_closure(r)->env[i] = forward_part(who, c->env[i], part);

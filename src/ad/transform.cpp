@@ -458,14 +458,12 @@ struct Reverse {
   VarMap fw;                             // x -> x⃖ (paper: reverse variables)
   std::unordered_map<Var*, Var*> tilde;  // App binding x -> its backpropagator (paper: x̃)
   std::unordered_set<Var*> constant_vars;
-  // Variables bound to the primitive zero or %rzero (which the transforms insert): a call of one
-  // commutes with *j and has a zero derivative, so its reverse transform is the same call on the
-  // reverse value, with no backpropagator (rev_commuting in prims.cpp, inlined).
-  std::unordered_map<Var*, Prim*> zero_prims;
-  // The same for the other primitives that commute with *j, whose transposes are simple: plus
-  // (ȳ to both summands, when its argument is a cons made here), *j and *j-inverse (each the
-  // other's transpose).
-  std::unordered_map<Var*, Prim*> linear_prims;
+  // Variables bound to a primitive that commutes with *j (zero, %rzero, plus, *j, *j-inverse: the
+  // transforms insert them by the thousand): the reverse transform of a call of one is the same
+  // call on the reverse value, with no backpropagator, and ρ applies the transpose (rev_commuting in
+  // prims.cpp, inlined): none for zero and %rzero, x̄ to both summands for plus (when its argument is
+  // a cons made here), each other for *j and *j-inverse.
+  std::unordered_map<Var*, Prim*> commuting_prims;
   std::unordered_map<Var*, std::pair<Var*, Var*>> cons_parts;
   // A non-tail `if` binding's forward phase yields its value and the backpropagator of the branch
   // taken, which maps x̄ to the list of sensitivities of the variables the `if` refers to.
@@ -623,8 +621,9 @@ struct Reverse {
         constant_vars.insert(b.x);
         if (b.constant.is_obj() && kind_of(b.constant) == Kind::Prim) {
           Prim* p = static_cast<Prim*>(b.constant.as_obj());
-          if (p == current->p_zero || p == current->p_rzero) zero_prims[b.x] = p;
-          if (p == current->p_plus || p == current->p_star_j || p == current->p_star_j_inverse) linear_prims[b.x] = p;
+          if (p == current->p_zero || p == current->p_rzero || p == current->p_plus || p == current->p_star_j ||
+              p == current->p_star_j_inverse)
+            commuting_prims[b.x] = p;
         }
         break;
       case Op::Copy: x = lookup(fw, b.a); break;
@@ -639,12 +638,8 @@ struct Reverse {
       }
       case Op::BackCall:  // a call of a backpropagator's raw entry, transformed like any call
       case Op::App: {  // φ{x_i = x_j x_k} ≡ (x⃖_i, x̃_i) = x⃖_j x⃖_k
-        if (is_zero_call(b)) {
-          x = out.prim_app(zero_prims.at(b.a), lookup(fw, b.b));
-          break;
-        }
-        if (is_linear_call(b)) {
-          x = out.prim_app(linear_prims.at(b.a), lookup(fw, b.b));
+        if (Prim* c = commuting_call(b)) {
+          x = out.prim_app(c, lookup(fw, b.b));
           break;
         }
         Var* p = out.app(lookup(fw, b.a), lookup(fw, b.b));
@@ -753,15 +748,13 @@ struct Reverse {
     return nb;
   }
 
-  bool is_zero_call(const Binding& b) const {
-    return b.op == Op::App && !b.raw_call && zero_prims.count(b.a);
-  }
-  bool is_linear_call(const Binding& b) const {
-    if (b.op != Op::App || b.raw_call) return false;
-    auto it = linear_prims.find(b.a);
-    if (it == linear_prims.end()) return false;
-    if (it->second == current->p_plus) return cons_parts.count(b.b) > 0;
-    return true;
+  // The commuting primitive b calls, or null.
+  Prim* commuting_call(const Binding& b) const {
+    if (b.op != Op::App || b.raw_call) return nullptr;
+    auto it = commuting_prims.find(b.a);
+    if (it == commuting_prims.end()) return nullptr;
+    if (it->second == current->p_plus && !cons_parts.count(b.b)) return nullptr;
+    return it->second;
   }
 
   void rho(const Binding& b) {
@@ -776,9 +769,8 @@ struct Reverse {
       case Op::Sens: acc(b.a, xb); return;
       case Op::BackCall:
       case Op::App: {  // ρ{x_i = x_j x_k} ≡ (x̄_j, x̄_k) ⊕= x̃_i x̄_i
-        if (is_zero_call(b)) return;
-        if (is_linear_call(b)) {
-          Prim* p = linear_prims.at(b.a);
+        if (Prim* p = commuting_call(b)) {
+          if (p == current->p_zero || p == current->p_rzero) return;  // a zero derivative
           if (p == current->p_plus) {  // (x̄_1, x̄_2) ⊕= (x̄, x̄)
             auto [s1, s2] = cons_parts.at(b.b);
             acc(s1, xb);
