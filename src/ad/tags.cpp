@@ -530,7 +530,6 @@ Value tangent(Value v) { return perturb(tangent_part(v)); }
 Value tangent_structural(Value v) { return perturb(forward_part("tangent", v, 1)); }
 Value tangent_untagged(Value v) { return forward_part("tangent", v, 1); }
 Value tangent_bar(Value x, Value y) {
-  if (y.is_zero_sens()) return bundle(zero_of(primal(x)), y);
   Value yf = force(y);
   if (!is(yf, Kind::Perturbation)) return bundle(zero_of(primal(x)), y);
   return tangent_bar_raw(x, tagged_value(yf));
