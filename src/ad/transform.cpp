@@ -163,6 +163,8 @@ void convert_constants(Body* b, std::vector<Var*>& ks, gc_vector<Value>& vals) {
   }
 }
 
+gc_vector<Value>* new_values() { return new (gc_alloc(sizeof(gc_vector<Value>))) gc_vector<Value>(); }
+
 bool own_real_constant(Body* b) {
   for (const Binding& bd : b->binds) {
     if (bd.op == Op::Const && holds_real(bd.constant)) return true;
@@ -252,13 +254,13 @@ Lambda* constant_converted(Lambda* L) {
     // T(S): T of S with its constants as free variables, whose values are T of S's constants
     Lambda* S = L->source ? constant_converted(L->source) : nullptr;
     if (!S) return nullptr;
-    L->cc_consts = new (gc_alloc(sizeof(gc_vector<Value>))) gc_vector<Value>();
+    L->cc_consts = new_values();
     Lambda* C = L;
     if (S != L->source) {
       C = L->transform == 'F' ? forward_transform(S) : reverse_transform(S);
       for (Value k : *L->source->cc_consts) L->cc_consts->push_back(transform_value(k, L->transform));
       C->cc = C;
-      if (!C->cc_consts) C->cc_consts = new (gc_alloc(sizeof(gc_vector<Value>))) gc_vector<Value>();
+      if (!C->cc_consts) C->cc_consts = new_values();
       C->shape = intern(std::string(1, L->transform) + S->shape);
     }
     L->shape = intern(std::string(1, L->transform) + S->shape);
@@ -267,7 +269,7 @@ Lambda* constant_converted(Lambda* L) {
   }
   if (L->transform || L->lazy_of || !L->body) return nullptr;
   if (!L->free_done) compute_free_variables(L);
-  L->cc_consts = new (gc_alloc(sizeof(gc_vector<Value>))) gc_vector<Value>();
+  L->cc_consts = new_values();
   Lambda* C = L;
   if (own_real_constant(L->body)) {
     AnalysisScope analysis;
@@ -284,7 +286,7 @@ Lambda* constant_converted(Lambda* L) {
     C->free.insert(C->free.end(), ks.begin(), ks.end());  // fresh: their ids follow L's
     C->free_done = true;
     C->cc = C;
-    C->cc_consts = new (gc_alloc(sizeof(gc_vector<Value>))) gc_vector<Value>();
+    C->cc_consts = new_values();
   }
   ShapeWriter w;
   w.lambda(C);
