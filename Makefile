@@ -1,8 +1,8 @@
 # vlad — build, test, demo, bench, install. `make demo` and `make test` install dependencies first.
 CXX      ?= g++
 CXXFLAGS ?= -O2 -g
-override CXXFLAGS += -std=c++17 -Wall -Wextra -DGC_THREADS -pthread
-LDLIBS   = -lgc -ledit -pthread
+override CXXFLAGS += -std=c++17 -Wall -Wextra -DGC_THREADS -pthread -DVLAD_HAVE_ASMJIT
+LDLIBS   = -lgc -ledit -lasmjit -pthread
 PREFIX   ?= /usr/local
 BUILD    ?= build
 
@@ -61,7 +61,7 @@ $(BUILD)/fuzz: tests/fuzz/fuzz.cpp $(BUILD)/libvlad.a
 
 ubsan:
 	$(MAKE) BUILD=build-ubsan CXXFLAGS="-O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined" \
-	  LDLIBS="-lgc -ledit -pthread -fsanitize=undefined" all build-ubsan/unit-tests build-ubsan/compare-output build-ubsan/fuzz
+	  LDLIBS="-lgc -ledit -lasmjit -pthread -fsanitize=undefined" all build-ubsan/unit-tests build-ubsan/compare-output build-ubsan/fuzz
 	./tests/run.sh build-ubsan
 
 install: all

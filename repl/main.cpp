@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "../src/eval/exec.hpp"
 #include "../src/eval/runner.hpp"
 
 using namespace vlad;
@@ -35,6 +36,8 @@ const char* usage =
     "  vlad -I DIR ...          add an include directory\n"
     "  vlad --depth-limit N     maximum depth of nested non-tail calls (default 4000000)\n"
     "  vlad --heap-limit SIZE   most heap to use, e.g. 2G or 512M (default 3/4 of memory)\n"
+    "  vlad --jit=on|off        compile hot code to native code (default on where supported)\n"
+    "  vlad --jit-threshold N   runs of a body before it is compiled (default 30)\n"
     "  vlad --version | --help\n";
 
 // "2G", "512M", "64k", "1000000" (bytes; suffixes are powers of 1024). 0 when malformed.
@@ -169,6 +172,8 @@ int main(int argc, char** argv) {
   std::string file, expr;
   bool have_expr = false, meter = false, check = false;
   long depth_limit = 0;
+  int jit = -1;  // unset: the interpreter's default
+  long jit_threshold = 0;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     if (!file.empty()) break;  // the rest are the program's arguments
@@ -189,6 +194,14 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) { std::cerr << "vlad: --depth-limit needs a number\n"; return 2; }
       depth_limit = atol(argv[++i]);
       if (depth_limit <= 0) { std::cerr << "vlad: --depth-limit needs a positive number\n"; return 2; }
+    } else if (a == "--jit=on" || a == "--jit=off") {
+      jit = a == "--jit=on";
+      if (jit && !jit_supported()) std::cerr << "vlad: no native tier on this machine; interpreting\n";
+    } else if (a == "--jit-threshold") {
+      if (i + 1 >= argc || (jit_threshold = atol(argv[++i])) <= 0) {
+        std::cerr << "vlad: --jit-threshold needs a positive number\n";
+        return 2;
+      }
     } else if (a == "--heap-limit") {
       size_t bytes = 0;
       if (i + 1 >= argc || !(bytes = parse_size(argv[++i]))) {
@@ -221,6 +234,8 @@ int main(int argc, char** argv) {
   Interp& in = *inp;
   in.include_dirs = includes;
   if (depth_limit) in.depth_limit = depth_limit;
+  if (jit >= 0) in.jit = jit && jit_supported();
+  if (jit_threshold) in.jit_threshold = (uint32_t)jit_threshold;
   in.meter_retained = meter;
   signal(SIGINT, on_sigint);
 

@@ -272,6 +272,7 @@ class Interpreter {
     std::uint64_t analysis_objects = 0;  // heap objects of expansion, transforms and compilation
     std::uint64_t analysis_bytes = 0;    // their bytes
     std::uint64_t transformed_bindings = 0;  // bindings the forward and reverse transforms emitted
+    std::uint64_t native_bodies = 0;         // bodies the native tier compiled
   };
   Meter meter() const;
   // Sets every count to zero.
@@ -283,6 +284,14 @@ class Interpreter {
   // "heap limit exceeded" and the interpreter stays usable.
   static void set_heap_limit(std::size_t bytes);
   static std::size_t heap_limit();
+  // The native tier: hot bodies compiled to machine code (on by default where supported;
+  // the environment variable VLAD_JIT=off turns the default off). Results are the same either
+  // way; set_jit(true) where it is not supported leaves it off.
+  void set_jit(bool on);
+  bool jit() const;
+  static bool jit_supported();
+  // How many runs of a body before it is compiled (default 30; at least 1).
+  void set_jit_threshold(unsigned runs);
 
  private:
   detail::Session* impl_;

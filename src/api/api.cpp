@@ -141,11 +141,16 @@ Interpreter::Meter Interpreter::meter() const {
   m.analysis_objects = v[6];
   m.analysis_bytes = v[7];
   m.transformed_bindings = v[8];
+  m.native_bodies = v[9];
   return m;
 }
 void Interpreter::measure_retained(bool on) { detail::session_measure_retained(impl_, on); }
 void Interpreter::set_heap_limit(std::size_t bytes) { detail::set_heap_limit_bytes(bytes); }
 std::size_t Interpreter::heap_limit() { return detail::heap_limit_bytes(); }
+void Interpreter::set_jit(bool on) { detail::session_set_jit(impl_, on, 0); }
+bool Interpreter::jit() const { return detail::session_jit(impl_); }
+bool Interpreter::jit_supported() { return detail::jit_available(); }
+void Interpreter::set_jit_threshold(unsigned runs) { detail::session_set_jit(impl_, detail::session_jit(impl_), runs); }
 
 }  // namespace embed
 }  // namespace vlad

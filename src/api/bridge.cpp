@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "../ad/ad.hpp"
+#include "../eval/exec.hpp"
 #include "../eval/runner.hpp"
 
 namespace vlad {
@@ -344,11 +345,20 @@ std::vector<uint64_t> session_meter_all(Session* s) {
   return guarded([&] {
     const WorkCounters& w = s->in->work_total;
     return std::vector<uint64_t>{meter_total(*s->in), w.steps, w.applications, w.objects, w.bytes, w.retained_peak,
-                                 w.analysis_objects, w.analysis_bytes, w.transformed_bindings};
+                                 w.analysis_objects, w.analysis_bytes, w.transformed_bindings, w.native_bodies};
   });
 }
 
 void session_measure_retained(Session* s, bool on) { s->in->meter_retained = on; }
+
+void session_set_jit(Session* s, bool on, unsigned runs) {
+  s->in->jit = on && jit_supported();
+  if (runs) s->in->jit_threshold = runs;
+}
+
+bool session_jit(Session* s) { return s->in->jit; }
+
+bool jit_available() { return jit_supported(); }
 
 void set_heap_limit_bytes(size_t bytes) {
   init_collector();

@@ -7,6 +7,7 @@ namespace vlad {
 enum : uint8_t { AppPlain = 0, AppPair = 1 };
 
 struct Code;
+struct Exec;
 
 // Operand references: r >= 0 is frame slot r; r < 0 is env[-r-1].
 // 64 bytes, one cache line: transformed code is large, and instructions are read once per step.
@@ -58,6 +59,13 @@ struct Code {
   // argument (the callee of a chain call): run iteratively along the chain (eval.cpp).
   bool chain_head = false;
   int chain_hole = 0;
+  // A lambda's own body (not a branch): what the native tier compiles, once `runs` passes the
+  // threshold (jit.cpp). `native` is its machine code, entered at instruction 0 or 1 (a chain's
+  // rest, eval.cpp), or null.
+  bool entry = false;
+  bool jit_failed = false;
+  uint32_t runs = 0;
+  int (*native)(Exec*, int start, WorkCounters* w, uint64_t* meter) = nullptr;
 };
 
 }  // namespace vlad

@@ -7,11 +7,13 @@
 #include <alloca.h>
 
 #include <algorithm>
+#include <exception>
 #include <cstdlib>
 #include <vector>
 
 #include "../ad/ad.hpp"
 #include "code.hpp"
+#include "exec.hpp"
 #include "interp.hpp"
 
 namespace vlad {
@@ -125,257 +127,293 @@ inline bool zero_sensitivity(Value y) {
          is(y, Kind::String);
 }
 
-enum class Exit : uint8_t { Value, Pair, Tail, ChainTail };
-
 Value raw_apply(Value t, Value y, Pos pos, Value* out, const char* xf);
 
-struct Exec {
-  Value* fr;
-  Value* env;
-  Value self;  // the closure whose body runs
-  // What run() left: Value: r1; Pair: r1, r2; Tail: f, arg; ChainTail: f, arg and the closure
-  // whose env[hole] the callee's backpropagator fills.
-  Value r1, r2, f, arg;
-  Closure* chain;
-  int hole;
-  Pos tail_pos;  // the call site of a tail call
+}  // namespace
 
-  Value get(int r) const { return r >= 0 ? fr[r] : env[-r - 1]; }
+Value Exec::arg_of(const Instr* ip) const { return ip->op2 == AppPair ? cons(get(ip->b), get(ip->b2)) : get(ip->b); }
 
-  Value arg_of(const Instr* ip) const { return ip->op2 == AppPair ? cons(get(ip->b), get(ip->b2)) : get(ip->b); }
-
-  // x, x2 = car, cdr of (f a): the forward phase's call in reverse-transformed code.
-  void run_split(const Instr* ip) {
-    Value fv = get(ip->a);
-    Value out[2];
-    if (is(fv, Kind::Closure)) {
-      Closure* cl = static_cast<Closure*>(fv.as_obj());
-      Lambda* lam = cl->lambda;
-      bool done = ip->op2 == AppPair ? lam->native_split2 && lam->native_split2(cl, get(ip->b), get(ip->b2), out)
-                                     : lam->native_split1 && lam->native_split1(cl, get(ip->b), out);
-      if (done) {
-        fr[ip->x] = out[0];
-        fr[ip->x2] = out[1];
-        return;
-      }
+// x, x2 = car, cdr of (f a): the forward phase's call in reverse-transformed code.
+void Exec::run_split(const Instr* ip) {
+  Value fv = get(ip->a);
+  Value out[2];
+  if (is(fv, Kind::Closure)) {
+    Closure* cl = static_cast<Closure*>(fv.as_obj());
+    Lambda* lam = cl->lambda;
+    bool done = ip->op2 == AppPair ? lam->native_split2 && lam->native_split2(cl, get(ip->b), get(ip->b2), out)
+                                   : lam->native_split1 && lam->native_split1(cl, get(ip->b), out);
+    if (done) {
+      fr[ip->x] = out[0];
+      fr[ip->x2] = out[1];
+      return;
     }
-    Value r = apply_split(fv, arg_of(ip), ip->src->pos, out);
-    if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
-    fr[ip->x] = out[0];
-    fr[ip->x2] = out[1];
   }
+  Value r = apply_split(fv, arg_of(ip), ip->src->pos, out);
+  if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
+  fr[ip->x] = out[0];
+  fr[ip->x2] = out[1];
+}
 
-  // The backpropagator of a way out whose value is v and whose tail call's backpropagator is
-  // bp: the closure of ip->chain with bp in its hole, or, when v holds no real (a boolean, say),
-  // a backpropagator of zeros: its sensitivity can only be zero, so the chain is not kept.
-  Value way_out_bp(const Instr* ip, Value v, Value bp) {
-    if (inert_value(v)) return zero_backpropagator(self, fr[0]);
-    Value b = make_closure(ip->chain, nullptr, ip->ncaps);
-    Closure* cl = static_cast<Closure*>(b.as_obj());
-    for (int k = 0; k < ip->ncaps; k++) cl->env[k] = k == ip->hole ? bp : get(ip->caps[k]);
-    return b;
-  }
+// The backpropagator of a way out whose value is v and whose tail call's backpropagator is
+// bp: the closure of ip->chain with bp in its hole, or, when v holds no real (a boolean, say),
+// a backpropagator of zeros: its sensitivity can only be zero, so the chain is not kept.
+Value Exec::way_out_bp(const Instr* ip, Value v, Value bp) {
+  if (inert_value(v)) return zero_backpropagator(self, fr[0]);
+  Value b = make_closure(ip->chain, nullptr, ip->ncaps);
+  Closure* cl = static_cast<Closure*>(b.as_obj());
+  for (int k = 0; k < ip->ncaps; k++) cl->env[k] = k == ip->hole ? bp : get(ip->caps[k]);
+  return b;
+}
 
-  // Stores a branch's or a call's outcome (value or pair) into the instruction's slots.
-  void store(const Instr* ip, Exit e, const char* shape_text) {
-    if (ip->split) {
-      if (e == Exit::Pair) {
-        fr[ip->x] = r1;
-        fr[ip->x2] = r2;
-      } else {
-        Value out[2];
-        split_value(r1, out, shape_text, ip->src->pos);
-        fr[ip->x] = out[0];
-        fr[ip->x2] = out[1];
-      }
+// Stores a branch's or a call's outcome (value or pair) into the instruction's slots.
+void Exec::store(const Instr* ip, Exit e, const char* shape_text) {
+  if (ip->split) {
+    if (e == Exit::Pair) {
+      fr[ip->x] = r1;
+      fr[ip->x2] = r2;
     } else {
-      fr[ip->x] = e == Exit::Pair ? cons(r1, unview(r2)) : r1;
+      Value out[2];
+      split_value(r1, out, shape_text, ip->src->pos);
+      fr[ip->x] = out[0];
+      fr[ip->x2] = out[1];
     }
+  } else {
+    fr[ip->x] = e == Exit::Pair ? cons(r1, unview(r2)) : r1;
   }
+}
 
-  // Runs a body from instruction `start`.
-  Exit run(const Code* c, int start = 0) {
-    const Instr* ip = c->ins + start;
-    const Instr* end = c->ins + c->n;
-    work.steps += c->n - start;  // a block runs to its end (its last instruction may be a tail call)
-    for (; ip < end; ip++) {
-      switch (ip->op) {
-        case Op::Const: fr[ip->x] = ip->k(); break;
-        case Op::Copy: fr[ip->x] = get(ip->a); break;
-        case Op::Sens: {
-          Value s = get(ip->a);
-          fr[ip->x] = s.is_zero_sens() ? rzero(get(ip->b)) : s;
-          break;
+// One instruction, interpreted.
+int Exec::step(const Instr* ip) {
+  switch (ip->op) {
+    case Op::Const: fr[ip->x] = ip->k(); break;
+    case Op::Copy: fr[ip->x] = get(ip->a); break;
+    case Op::Sens: {
+      Value s = get(ip->a);
+      fr[ip->x] = s.is_zero_sens() ? rzero(get(ip->b)) : s;
+      break;
+    }
+    case Op::Global: fr[ip->x] = global_value(ip->src); break;
+    case Op::App: {
+      work.applications++;
+      if (ip->raw_call) {
+        Value out[2];
+        Value r = raw_apply(get(ip->a), arg_of(ip), ip->src->pos, ip->split ? out : nullptr, ip->src->xf);
+        if (ip->split) {
+          if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
+          fr[ip->x] = out[0];
+          fr[ip->x2] = out[1];
+        } else {
+          fr[ip->x] = r;
         }
-        case Op::Global: fr[ip->x] = global_value(ip->src); break;
-        case Op::App: {
-          work.applications++;
-          if (ip->raw_call) {
-            Value out[2];
-            Value r = raw_apply(get(ip->a), arg_of(ip), ip->src->pos, ip->split ? out : nullptr, ip->src->xf);
-            if (ip->split) {
-              if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
-              fr[ip->x] = out[0];
-              fr[ip->x2] = out[1];
-            } else {
-              fr[ip->x] = r;
-            }
-            break;
-          }
-          if (ip->split) {
-            run_split(ip);
-            break;
-          }
-          Value fv = get(ip->a);
-          if (ip->chain_call) {
-            // A native reverse rule is called at once (no pair for its argument, no trampoline).
-            if (is(fv, Kind::Closure)) {
-              Closure* callee = static_cast<Closure*>(fv.as_obj());
-              Lambda* lam = callee->lambda;
-              Value out[2];
-              bool done = ip->op2 == AppPair
-                              ? lam->native_split2 && lam->native_split2(callee, get(ip->b), get(ip->b2), out)
-                              : lam->native_split1 && lam->native_split1(callee, get(ip->b), out);
-              if (done) {
-                r1 = out[0];
-                r2 = way_out_bp(ip, out[0], out[1]);
-                return Exit::Pair;
-              }
-            }
-            Value b = make_closure(ip->chain, nullptr, ip->ncaps);
-            Closure* cl = static_cast<Closure*>(b.as_obj());
-            for (int k = 0; k < ip->ncaps; k++) cl->env[k] = k == ip->hole ? Value::nil() : get(ip->caps[k]);
-            chain = cl;
-            hole = ip->hole;
-            f = fv;
-            arg = arg_of(ip);
-            tail_pos = ip->src->pos;
-            return Exit::ChainTail;
-          }
-          if (ip->op2 == AppPair) {
-            if (is(fv, Kind::Prim)) {
-              Prim* p = static_cast<Prim*>(fv.as_obj());
-              if (p->arity == 2 && p->fn2) {
-                try {
-                  fr[ip->x] = p->fn2(p, get(ip->b), get(ip->b2));
-                } catch (Error& e) {
-                  if (!e.pos.file) e.pos = ip->src->pos;
-                  throw;
-                }
-                break;
-              }
-            } else if (is(fv, Kind::Closure)) {
-              Closure* cl = static_cast<Closure*>(fv.as_obj());
-              if (cl->lambda->native2) {
-                Value r = cl->lambda->native2(cl, get(ip->b), get(ip->b2));
-                if (!r.is_unbound()) {
-                  fr[ip->x] = r;
-                  break;
-                }
-              }
-            }
-          }
-          Value av = arg_of(ip);
-          if (ip->tail) {
-            f = fv;
-            arg = av;
-            tail_pos = ip->src->pos;
-            return Exit::Tail;
-          }
-          fr[ip->x] = apply(fv, av, ip->src->pos);
-          break;
-        }
-        case Op::Lambda: {
-          Lambda* lam = ip->lam;
-          int n = ip->ncaps;
-          if (ip->self_ref) {  // a closure of the running lambda over the same environment
-            fr[ip->x] = self;
-            break;
-          }
-          if (ip->inert_guard && inert_value(get(ip->b))) {  // a way out whose value holds no real
-            fr[ip->x] = zero_backpropagator(self, fr[0]);
-            break;
-          }
-          if (n == 0) {
-            fr[ip->x] = closure_of(lam, nullptr);
-          } else {
-            Value v = make_closure(lam, nullptr, n);
-            Closure* cl = static_cast<Closure*>(v.as_obj());
-            for (int k = 0; k < n; k++) cl->env[k] = get(ip->caps[k]);
-            fr[ip->x] = v;
-          }
-          break;
-        }
-        case Op::Cons: fr[ip->x] = cons(get(ip->a), get(ip->b)); break;
-        case Op::Car:
-        case Op::Cdr: {
-          Value v = get(ip->a);
-          if (is_pair(v)) {
-            fr[ip->x] = ip->op == Op::Car ? car(v) : cdr(v);
-          } else if (is_j_view(v) && view_tag(v) == kViewJ) {  // a part of (*j P), lazily
-            fr[ip->x] = j_part(static_cast<Pair*>(view_obj(v)), ip->op == Op::Cdr);
-          } else if (is_lazy(v)) {
-            Value m = force(v);
-            if (!is_pair(m)) pattern_error(m, ip->src);
-            fr[ip->x] = ip->op == Op::Car ? car(m) : cdr(m);
-          } else if (v.is_zero_sens()) {  // a part of a placeholder zero
-            fr[ip->x] = v;
-          } else {
-            pattern_error(v, ip->src);
-          }
-          break;
-        }
-        case Op::Check: {
-          Value v = get(ip->a);
-          if (!matches_constant(v, ip->k())) pattern_error(v, ip->src);
-          fr[ip->x] = Value::nil();
-          break;
-        }
-        case Op::If: {
-          Value c = get(ip->a);
-          const Code* branch = c.is_false() ? ip->else_ : ip->then_;
-          if (ip->tail) return run(branch);
-          Exit e = run(branch);  // not in tail position: a value or a pair
-          store(ip, e, "(cons value backpropagator)");
-          break;
-        }
-        case Op::BackCall: {  // (f̄ . x̄) = (unsensitize (bp (sensitize ȳ))), usually split at once
-          work.applications++;
-          Value out[3];
-          if (ip->split3) {  // (f̄ a b) with x̄ = (a . b)
-            back_call(get(ip->a), get(ip->b), out, ip->src->pos, true);
-            fr[ip->x] = out[0];
-            fr[ip->x2] = out[1];
-            fr[ip->x3] = out[2];
-            break;
-          }
-          Value r = back_call(get(ip->a), get(ip->b), out, ip->src->pos);
-          if (r.is_unbound()) {
+        break;
+      }
+      if (ip->split) {
+        run_split(ip);
+        break;
+      }
+      Value fv = get(ip->a);
+      if (ip->chain_call) {
+        // A native reverse rule is called at once (no pair for its argument, no trampoline).
+        if (is(fv, Kind::Closure)) {
+          Closure* callee = static_cast<Closure*>(fv.as_obj());
+          Lambda* lam = callee->lambda;
+          Value out[2];
+          bool done = ip->op2 == AppPair
+                          ? lam->native_split2 && lam->native_split2(callee, get(ip->b), get(ip->b2), out)
+                          : lam->native_split1 && lam->native_split1(callee, get(ip->b), out);
+          if (done) {
             r1 = out[0];
-            r2 = out[1];
-            store(ip, Exit::Pair, "(cons f-bar x-bar)");
-          } else {
-            r1 = r;
-            store(ip, Exit::Value, "(cons f-bar x-bar)");
+            r2 = way_out_bp(ip, out[0], out[1]);
+            return (int)Exit::Pair;
           }
-          break;
         }
-        case Op::EnvRef: {
-          Value v = get(ip->a);
-          fr[ip->x] = v.is_zero_sens() ? v : env_ref(v, ip->index, ip->lam);
-          break;
+        Value b = make_closure(ip->chain, nullptr, ip->ncaps);
+        Closure* cl = static_cast<Closure*>(b.as_obj());
+        for (int k = 0; k < ip->ncaps; k++) cl->env[k] = k == ip->hole ? Value::nil() : get(ip->caps[k]);
+        chain = cl;
+        hole = ip->hole;
+        f = fv;
+        arg = arg_of(ip);
+        tail_pos = ip->src->pos;
+        return (int)Exit::ChainTail;
+      }
+      if (ip->op2 == AppPair) {
+        if (is(fv, Kind::Prim)) {
+          Prim* p = static_cast<Prim*>(fv.as_obj());
+          if (p->arity == 2 && p->fn2) {
+            try {
+              fr[ip->x] = p->fn2(p, get(ip->b), get(ip->b2));
+            } catch (Error& e) {
+              if (!e.pos.file) e.pos = ip->src->pos;
+              throw;
+            }
+            break;
+          }
+        } else if (is(fv, Kind::Closure)) {
+          Closure* cl = static_cast<Closure*>(fv.as_obj());
+          if (cl->lambda->native2) {
+            Value r = cl->lambda->native2(cl, get(ip->b), get(ip->b2));
+            if (!r.is_unbound()) {
+              fr[ip->x] = r;
+              break;
+            }
+          }
         }
       }
+      Value av = arg_of(ip);
+      if (ip->tail) {
+        f = fv;
+        arg = av;
+        tail_pos = ip->src->pos;
+        return (int)Exit::Tail;
+      }
+      fr[ip->x] = apply(fv, av, ip->src->pos);
+      break;
     }
-    if (c->pair_result) {
-      r1 = get(c->r1);
-      r2 = get(c->r2);
-      return Exit::Pair;
+    case Op::Lambda: {
+      Lambda* lam = ip->lam;
+      int n = ip->ncaps;
+      if (ip->self_ref) {  // a closure of the running lambda over the same environment
+        fr[ip->x] = self;
+        break;
+      }
+      if (ip->inert_guard && inert_value(get(ip->b))) {  // a way out whose value holds no real
+        fr[ip->x] = zero_backpropagator(self, fr[0]);
+        break;
+      }
+      if (n == 0) {
+        fr[ip->x] = closure_of(lam, nullptr);
+      } else {
+        Value v = make_closure(lam, nullptr, n);
+        Closure* cl = static_cast<Closure*>(v.as_obj());
+        for (int k = 0; k < n; k++) cl->env[k] = get(ip->caps[k]);
+        fr[ip->x] = v;
+      }
+      break;
     }
-    r1 = get(c->result);
-    return Exit::Value;
+    case Op::Cons: fr[ip->x] = cons(get(ip->a), get(ip->b)); break;
+    case Op::Car:
+    case Op::Cdr: {
+      Value v = get(ip->a);
+      if (is_pair(v)) {
+        fr[ip->x] = ip->op == Op::Car ? car(v) : cdr(v);
+      } else if (is_j_view(v) && view_tag(v) == kViewJ) {  // a part of (*j P), lazily
+        fr[ip->x] = j_part(static_cast<Pair*>(view_obj(v)), ip->op == Op::Cdr);
+      } else if (is_lazy(v)) {
+        Value m = force(v);
+        if (!is_pair(m)) pattern_error(m, ip->src);
+        fr[ip->x] = ip->op == Op::Car ? car(m) : cdr(m);
+      } else if (v.is_zero_sens()) {  // a part of a placeholder zero
+        fr[ip->x] = v;
+      } else {
+        pattern_error(v, ip->src);
+      }
+      break;
+    }
+    case Op::Check: {
+      Value v = get(ip->a);
+      if (!matches_constant(v, ip->k())) pattern_error(v, ip->src);
+      fr[ip->x] = Value::nil();
+      break;
+    }
+    case Op::If: {
+      Value c = get(ip->a);
+      const Code* branch = c.is_false() ? ip->else_ : ip->then_;
+      if (ip->tail) return (int)run(branch);
+      Exit e = run(branch);  // not in tail position: a value or a pair
+      store(ip, e, "(cons value backpropagator)");
+      break;
+    }
+    case Op::BackCall: {  // (f̄ . x̄) = (unsensitize (bp (sensitize ȳ))), usually split at once
+      work.applications++;
+      Value out[3];
+      if (ip->split3) {  // (f̄ a b) with x̄ = (a . b)
+        back_call(get(ip->a), get(ip->b), out, ip->src->pos, true);
+        fr[ip->x] = out[0];
+        fr[ip->x2] = out[1];
+        fr[ip->x3] = out[2];
+        break;
+      }
+      Value r = back_call(get(ip->a), get(ip->b), out, ip->src->pos);
+      if (r.is_unbound()) {
+        r1 = out[0];
+        r2 = out[1];
+        store(ip, Exit::Pair, "(cons f-bar x-bar)");
+      } else {
+        r1 = r;
+        store(ip, Exit::Value, "(cons f-bar x-bar)");
+      }
+      break;
+    }
+    case Op::EnvRef: {
+      Value v = get(ip->a);
+      fr[ip->x] = v.is_zero_sens() ? v : env_ref(v, ip->index, ip->lam);
+      break;
+    }
   }
-};
+  return kContinue;
+}
+
+Exit Exec::finish(const Code* c) {
+  if (c->pair_result) {
+    r1 = get(c->r1);
+    r2 = get(c->r2);
+    return Exit::Pair;
+  }
+  r1 = get(c->result);
+  return Exit::Value;
+}
+
+Exit Exec::interpret(const Code* c, int start) {
+  work.steps += c->n - start;  // a block runs to its end (its last instruction may be a tail call)
+  for (const Instr *ip = c->ins + start, *end = c->ins + c->n; ip < end; ip++) {
+    int e = step(ip);
+    if (e != kContinue) return Exit(e);
+  }
+  return finish(c);
+}
+
+// Errors raised in runtime calls of native code wait here while the native frames return.
+static thread_local std::exception_ptr jit_pending;
+
+Exit Exec::run_native(const Code* c, int start) {
+  int r = c->native(this, start, &work, current->meter.data());
+  if (r != kThrown) return Exit(r);
+  std::exception_ptr e = jit_pending;
+  jit_pending = nullptr;
+  std::rethrow_exception(e);
+}
+
+extern "C" int vlad_jit_step(Exec* ex, const Instr* ip) {
+  try {
+    return ex->step(ip);
+  } catch (...) {
+    jit_pending = std::current_exception();
+    return kThrown;
+  }
+}
+
+extern "C" int vlad_jit_store(Exec* ex, const Instr* ip, int e) {
+  try {
+    ex->store(ip, Exit(e), "(cons value backpropagator)");
+    return Exec::kContinue;
+  } catch (...) {
+    jit_pending = std::current_exception();
+    return kThrown;
+  }
+}
+
+Exit Exec::run(const Code* c, int start) {
+  if (c->native) return run_native(c, start);
+  if (c->entry && current->jit && ++const_cast<Code*>(c)->runs >= current->jit_threshold && !c->jit_failed) {
+    jit_compile(const_cast<Code*>(c));
+    if (c->native) return run_native(c, start);
+  }
+  return interpret(c, start);
+}
+
+namespace {
+
 
 [[noreturn]] __attribute__((noinline, cold)) void depth_error(Interp* in) {
   eval_depth--;

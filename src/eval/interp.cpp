@@ -7,6 +7,7 @@
 
 #include "../ad/ad.hpp"
 #include "interp.hpp"
+#include "exec.hpp"
 
 namespace vlad {
 
@@ -25,6 +26,9 @@ Interp::Interp() {
   // live heap grows steadily; collecting when the heap has doubled (not grown by a third)
   // halves the marking work there (W3 gradient at n = 10^5: 0.97 s -> 0.50 s, +23% memory).
   if (!getenv("GC_FREE_SPACE_DIVISOR")) GC_set_free_space_divisor(1);
+  jit = jit_supported();
+  if (const char* e = getenv("VLAD_JIT")) jit = jit && std::string(e) != "off";
+  if (const char* e = getenv("VLAD_JIT_THRESHOLD")) jit_threshold = (uint32_t)std::max(1L, atol(e));
   for (Prim* p : make_builtin_prims()) add_prim(p);
   p_plus = prim("plus");
   p_zero = prim("zero");

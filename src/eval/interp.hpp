@@ -27,6 +27,10 @@ struct Interp {
   uint64_t gc_ms_at_reset = 0;  // and its time spent collecting  // the collector's count of collections when the meter was reset  // measure what backpropagators retain (a walk of each one called)
   long depth_limit = 4000000;  // nested non-tail calls: 10^6-step recursions and backpropagator chains (two calls a step) fit
   std::atomic<bool> interrupt{false};
+  // The native tier (jit.cpp): on where supported unless VLAD_JIT=off; a lambda's body is
+  // compiled when it has run `jit_threshold` times (VLAD_JIT_THRESHOLD).
+  bool jit = false;
+  uint32_t jit_threshold = 30;
   std::vector<std::string> include_dirs;
   std::set<std::string> included;
   std::string (*read_line)(Interp&) = nullptr;

@@ -244,6 +244,9 @@ std::string meter_report(const Interp& in) {
   out += "# analysis (expansion, transforms, compilation): " + std::to_string(w.analysis_steps) + " steps, " +
          std::to_string(w.analysis_objects) + " objects, " + std::to_string(w.analysis_bytes) + " bytes, " +
          std::to_string(w.transformed_bindings) + " transformed bindings\n";
+  out += std::string("# native tier: ") + (in.jit ? "on" : "off") + ", " + std::to_string(w.native_bodies) +
+         " bodies compiled (" + std::to_string(w.native_instructions) + " instructions, " +
+         std::to_string(w.native_ns / 1000) + " us)\n";
   if (in.meter_retained)
     out += "# backpropagator bytes retained (peak): " + std::to_string(w.retained_peak) + "\n";
   struct rusage ru;

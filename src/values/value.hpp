@@ -146,7 +146,12 @@ struct WorkCounters {
   uint64_t analysis_steps, analysis_objects, analysis_bytes;
   uint64_t transformed_bindings;  // bindings emitted by the forward and reverse transforms
   uint64_t retained_peak;  // reachable_bytes of a backpropagator a program called, the most seen
+  // The native tier: bodies compiled, their instructions (branches included) and the time taken.
+  uint64_t native_bodies, native_instructions, native_ns;
   void add(const WorkCounters& o) {
+    native_bodies += o.native_bodies;
+    native_instructions += o.native_instructions;
+    native_ns += o.native_ns;
     steps += o.steps;
     applications += o.applications;
     objects += o.objects;

@@ -1,0 +1,465 @@
+// jit.cpp — the native tier: a lambda's body, once hot, compiled to x86-64 machine code with
+// asmjit (docs/native-tier.md says why asmjit).
+//
+// The code is a template over the instruction stream (code.hpp). It runs over the interpreter's
+// own frame and environment (exec.hpp), so it needs no state of its own: each instruction is
+// either emitted inline — its common case, behind a guard (a value is a real, a pair; a callee
+// is the primitive seen when compiling) — or, and on any failed guard, run by the interpreter's
+// own code for that one instruction (Exec::step), after which native code carries on. Branches
+// are compiled inline. The interpreter thus stays the reference semantics: native code only
+// skips its dispatch and does the arithmetic of reals in registers.
+//
+// Runtime calls never let an error unwind through native frames: they catch it and return
+// kThrown, which native code passes up to Exec::run_native, which rethrows it.
+//
+// Counts are the interpreter's: steps are added per block as it is entered, applications and
+// the primitive meter as the interpreter's paths add them.
+#include <chrono>
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+#include "../ad/ad.hpp"
+#include "exec.hpp"
+#include "interp.hpp"
+
+#if defined(__x86_64__) && defined(VLAD_HAVE_ASMJIT)
+#include <asmjit/x86.h>
+#define VLAD_JIT_X64 1
+#endif
+
+namespace vlad {
+
+#ifndef VLAD_JIT_X64
+
+bool jit_supported() { return false; }
+void jit_compile(Code* c) { c->jit_failed = true; }
+
+#else
+
+bool jit_supported() { return true; }
+
+namespace {
+
+using namespace asmjit;
+namespace xr = asmjit::x86;
+
+// Registers that live across the whole body (callee-saved).
+const xr::Gp kEx = xr::rbx;     // Exec*
+const xr::Gp kFr = xr::r12;     // the frame
+const xr::Gp kEnv = xr::r13;    // the closure's environment
+const xr::Gp kWork = xr::r14;   // WorkCounters* of this thread
+const xr::Gp kMeter = xr::r15;  // the interpreter's meter: a count per primitive id
+
+constexpr uint64_t kOffset = Value::kDoubleOffset;
+constexpr uint64_t kCanonicalNaN = 0x7ff8000000000000ull;
+
+enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP };
+
+// Which inline form a primitive gets, if any.
+Inline inline_form(Prim* p, bool pair_arg) {
+  if (pair_arg) {
+    if (p->arity != 2 || !p->fn2) return Inline::None;
+    const char* n = p->name;
+    if (p->cls == PrimClass::Arith) {
+      if (n == intern("+")) return Inline::Add;
+      if (n == intern("-")) return Inline::Sub;
+      if (n == intern("*")) return Inline::Mul;
+      if (n == intern("/")) return Inline::Div;
+      return Inline::Call2;
+    }
+    if (p->cls == PrimClass::Compare) {
+      if (n == intern("=")) return Inline::Eq;
+      if (n == intern("<")) return Inline::Lt;
+      if (n == intern(">")) return Inline::Gt;
+      if (n == intern("<=")) return Inline::Le;
+      if (n == intern(">=")) return Inline::Ge;
+    }
+    return Inline::None;
+  }
+  if (p->arity != 1 || !p->fn1) return Inline::None;
+  if (p->cls == PrimClass::Arith || p->cls == PrimClass::Compare) return Inline::Call1;
+  if (p->name == intern("null?")) return Inline::NullP;
+  if (p->name == intern("pair?")) return Inline::PairP;
+  return Inline::None;
+}
+
+struct Emitter {
+  xr::Assembler& a;
+  Label ret;                                // returns eax
+  std::vector<const Instr*> scope;          // the instructions before this one, branches' parents too
+  const Code* top;
+  std::vector<Label> top_labels;            // a label per instruction of the lambda's body
+  uint64_t instructions = 0;
+
+  explicit Emitter(xr::Assembler& as) : a(as) {}
+
+  xr::Mem slot(int r) { return r >= 0 ? xr::qword_ptr(kFr, r * 8) : xr::qword_ptr(kEnv, (-r - 1) * 8); }
+  void load(const xr::Gp& g, int r) { a.mov(g, slot(r)); }
+  void store(int x, const xr::Gp& g) { a.mov(xr::qword_ptr(kFr, x * 8), g); }
+
+  void call(const void* fn) {
+    a.mov(xr::rax, (uint64_t)fn);
+    a.call(xr::rax);
+  }
+  // A runtime call that returns kContinue or how the body ends.
+  void check_continue() {
+    a.cmp(xr::eax, Exec::kContinue);
+    a.jne(ret);
+  }
+  // The interpreter runs this one instruction.
+  void step(const Instr* ip) {
+    a.mov(xr::rdi, kEx);
+    a.mov(xr::rsi, (uint64_t)ip);
+    call((const void*)&vlad_jit_step);
+    check_continue();
+  }
+  void count(size_t field_offset, int64_t n = 1) {
+    if (n == 0) return;
+    a.add(xr::qword_ptr(kWork, (int32_t)field_offset), (int32_t)n);
+  }
+  // Jumps to `fail` unless g holds a real; leaves it unboxed in xmm.
+  void unbox(const xr::Gp& g, const xr::Xmm& x, Label fail) {
+    a.mov(xr::r8, kOffset);
+    a.cmp(g, xr::r8);
+    a.jb(fail);
+    a.sub(g, xr::r8);
+    a.movq(x, g);
+  }
+  // rax = the boxed real in xmm0 (NaNs canonical, as Value::real makes them).
+  void box() {
+    Label ok = a.newLabel();
+    a.movq(xr::rax, xr::xmm0);
+    a.ucomisd(xr::xmm0, xr::xmm0);
+    a.jnp(ok);
+    a.mov(xr::rax, kCanonicalNaN);
+    a.bind(ok);
+    a.mov(xr::r8, kOffset);
+    a.add(xr::rax, xr::r8);
+  }
+  // Jumps to `fail` unless rax holds a pair.
+  void pair_guard(Label fail) {
+    a.test(xr::al, 15);
+    a.jnz(fail);
+    a.cmp(xr::rax, 0xff);
+    a.jbe(fail);
+    a.mov(xr::rdx, xr::rax);
+    a.shr(xr::rdx, 48);
+    a.jnz(fail);
+    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
+    a.jne(fail);
+  }
+
+  // The primitive slot r holds when it was set by a Global of an untransformed builtin in view.
+  Prim* known_prim(int r) {
+    if (r < 0) return nullptr;
+    for (size_t k = scope.size(); k-- > 0;) {
+      const Instr* w = scope[k];
+      bool writes = w->x == r || (w->split && (w->x2 == r || (w->split3 && w->x3 == r)));
+      if (!writes) continue;
+      if (w->op != Op::Global || *w->src->xf) return nullptr;
+      Value v = w->src->cell->value;
+      if (!is(v, Kind::Prim)) return nullptr;
+      return static_cast<Prim*>(v.as_obj());
+    }
+    return nullptr;
+  }
+
+  void emit_app(const Instr* ip) {
+    Prim* p = nullptr;
+    Inline form = Inline::None;
+    if (!ip->tail && !ip->split && !ip->raw_call && !ip->chain_call && (p = known_prim(ip->a)))
+      form = inline_form(p, ip->op2 == AppPair);
+    if (form == Inline::None) {
+      step(ip);
+      return;
+    }
+    Label slow = a.newLabel(), done = a.newLabel();
+    load(xr::rax, ip->a);
+    a.mov(xr::rdx, (uint64_t)p);
+    a.cmp(xr::rax, xr::rdx);
+    a.jne(slow);
+    if (form == Inline::NullP || form == Inline::PairP) {
+      load(xr::rax, ip->b);
+      Label yes = a.newLabel(), no = a.newLabel(), out = a.newLabel();
+      if (form == Inline::NullP) {
+        a.cmp(xr::rax, (int32_t)Value::kNil);
+        a.je(yes);
+        pair_guard(slow);  // a pair: not null; anything else (lazy, views): the interpreter
+        a.jmp(no);
+      } else {
+        a.cmp(xr::rax, (int32_t)Value::kNil);
+        a.je(no);
+        pair_guard(slow);
+        a.jmp(yes);
+      }
+      a.bind(yes);
+      a.mov(xr::eax, (int32_t)Value::kTrue);
+      a.jmp(out);
+      a.bind(no);
+      a.mov(xr::eax, (int32_t)Value::kFalse);
+      a.bind(out);
+      store(ip->x, xr::rax);
+      count(offsetof(WorkCounters, applications));
+      a.jmp(done);
+    } else if (form == Inline::Call1) {
+      load(xr::rsi, ip->b);
+      a.mov(xr::r8, kOffset);
+      a.cmp(xr::rsi, xr::r8);
+      a.jb(slow);
+      count(offsetof(WorkCounters, applications));
+      a.mov(xr::rdi, (uint64_t)p);
+      call((const void*)p->fn1);  // a real: it cannot fail
+      store(ip->x, xr::rax);
+      a.jmp(done);
+    } else {
+      load(xr::rax, ip->b);
+      load(xr::rcx, ip->b2);
+      if (form == Inline::Call2) {
+        a.mov(xr::r8, kOffset);
+        a.cmp(xr::rax, xr::r8);
+        a.jb(slow);
+        a.cmp(xr::rcx, xr::r8);
+        a.jb(slow);
+        count(offsetof(WorkCounters, applications));
+        a.mov(xr::rdi, (uint64_t)p);
+        a.mov(xr::rsi, xr::rax);
+        a.mov(xr::rdx, xr::rcx);
+        call((const void*)p->fn2);
+        store(ip->x, xr::rax);
+        a.jmp(done);
+      } else {
+        unbox(xr::rax, xr::xmm0, slow);
+        unbox(xr::rcx, xr::xmm1, slow);
+        count(offsetof(WorkCounters, applications));
+        a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
+        switch (form) {
+          case Inline::Add: a.addsd(xr::xmm0, xr::xmm1); break;
+          case Inline::Sub: a.subsd(xr::xmm0, xr::xmm1); break;
+          case Inline::Mul: a.mulsd(xr::xmm0, xr::xmm1); break;
+          case Inline::Div: a.divsd(xr::xmm0, xr::xmm1); break;
+          default: break;
+        }
+        if (form >= Inline::Add && form <= Inline::Div) {
+          box();
+        } else {
+          // comparisons: false when unordered (a NaN), as in C++
+          a.xor_(xr::eax, xr::eax);
+          switch (form) {
+            case Inline::Eq:
+              a.ucomisd(xr::xmm0, xr::xmm1);
+              a.mov(xr::edx, 0);
+              a.setnp(xr::dl);
+              a.sete(xr::al);
+              a.and_(xr::eax, xr::edx);
+              break;
+            case Inline::Lt: a.ucomisd(xr::xmm1, xr::xmm0); a.seta(xr::al); break;
+            case Inline::Gt: a.ucomisd(xr::xmm0, xr::xmm1); a.seta(xr::al); break;
+            case Inline::Le: a.ucomisd(xr::xmm1, xr::xmm0); a.setae(xr::al); break;
+            case Inline::Ge: a.ucomisd(xr::xmm0, xr::xmm1); a.setae(xr::al); break;
+            default: break;
+          }
+          a.add(xr::eax, (int32_t)Value::kFalse);
+        }
+        store(ip->x, xr::rax);
+        a.jmp(done);
+      }
+    }
+    a.bind(slow);
+    step(ip);
+    a.bind(done);
+  }
+
+  void emit_car_cdr(const Instr* ip) {
+    Label slow = a.newLabel(), done = a.newLabel();
+    load(xr::rax, ip->a);
+    pair_guard(slow);
+    static const Pair probe{};
+    const Value& part = ip->op == Op::Car ? probe.car : probe.cdr;
+    a.mov(xr::rax, xr::qword_ptr(xr::rax, (int32_t)((const char*)&part - (const char*)&probe)));
+    store(ip->x, xr::rax);
+    a.jmp(done);
+    a.bind(slow);
+    step(ip);
+    a.bind(done);
+  }
+
+  void emit_global(const Instr* ip) {
+    if (*ip->src->xf) {  // a transformed global: the interpreter's cache
+      step(ip);
+      return;
+    }
+    Label slow = a.newLabel(), done = a.newLabel();
+    a.mov(xr::rax, (uint64_t)&ip->src->cell->value);
+    a.mov(xr::rax, xr::qword_ptr(xr::rax));
+    a.cmp(xr::rax, (int32_t)Value::kUnbound);
+    a.je(slow);
+    store(ip->x, xr::rax);
+    a.jmp(done);
+    a.bind(slow);
+    step(ip);  // raises the error
+    a.bind(done);
+  }
+
+  // Leaves the body with its value or pair (Exec::finish).
+  void emit_finish(const Code* c) {
+    if (c->pair_result) {
+      load(xr::rax, c->r1);
+      a.mov(xr::qword_ptr(kEx, offsetof(Exec, r1)), xr::rax);
+      load(xr::rax, c->r2);
+      a.mov(xr::qword_ptr(kEx, offsetof(Exec, r2)), xr::rax);
+      a.mov(xr::eax, (int32_t)Exit::Pair);
+    } else {
+      load(xr::rax, c->result);
+      a.mov(xr::qword_ptr(kEx, offsetof(Exec, r1)), xr::rax);
+      a.mov(xr::eax, (int32_t)Exit::Value);
+    }
+    a.jmp(ret);
+  }
+
+  // A branch of a non-tail If: its outcome into the If's slots (Exec::store).
+  void emit_store(const Instr* ip, const Code* c) {
+    if (c->pair_result && ip->split) {
+      load(xr::rax, c->r1);
+      store(ip->x, xr::rax);
+      load(xr::rax, c->r2);
+      store(ip->x2, xr::rax);
+      return;
+    }
+    if (!c->pair_result && !ip->split) {
+      load(xr::rax, c->result);
+      store(ip->x, xr::rax);
+      return;
+    }
+    load(xr::rax, c->pair_result ? c->r1 : c->result);
+    a.mov(xr::qword_ptr(kEx, offsetof(Exec, r1)), xr::rax);
+    if (c->pair_result) {
+      load(xr::rax, c->r2);
+      a.mov(xr::qword_ptr(kEx, offsetof(Exec, r2)), xr::rax);
+    }
+    a.mov(xr::rdi, kEx);
+    a.mov(xr::rsi, (uint64_t)ip);
+    a.mov(xr::edx, (int32_t)(c->pair_result ? Exit::Pair : Exit::Value));
+    call((const void*)&vlad_jit_store);
+    check_continue();
+  }
+
+  void emit_if(const Instr* ip) {
+    Label other = a.newLabel(), done = a.newLabel();
+    load(xr::rax, ip->a);
+    a.cmp(xr::rax, (int32_t)Value::kFalse);
+    a.je(other);
+    emit_branch(ip, ip->then_);
+    a.jmp(done);
+    a.bind(other);
+    emit_branch(ip, ip->else_);
+    a.bind(done);
+  }
+
+  void emit_branch(const Instr* ip, const Code* c) {
+    count(offsetof(WorkCounters, steps), c->n);
+    size_t mark = scope.size();
+    for (int i = 0; i < c->n; i++) emit(&c->ins[i]);
+    scope.resize(mark);
+    if (ip->tail) emit_finish(c);
+    else emit_store(ip, c);
+  }
+
+  void emit(const Instr* ip) {
+    instructions++;
+    switch (ip->op) {
+      case Op::Const:
+        a.mov(xr::rax, ip->kbits);
+        store(ip->x, xr::rax);
+        break;
+      case Op::Copy:
+        load(xr::rax, ip->a);
+        store(ip->x, xr::rax);
+        break;
+      case Op::Global: emit_global(ip); break;
+      case Op::App: emit_app(ip); break;
+      case Op::Car:
+      case Op::Cdr: emit_car_cdr(ip); break;
+      case Op::If: emit_if(ip); break;
+      default: step(ip); break;
+    }
+    scope.push_back(ip);
+  }
+
+  void body(const Code* c) {
+    top = c;
+    for (int i = 0; i <= c->n; i++) top_labels.push_back(a.newLabel());
+    // prologue: six callee-saved registers, the stack 16-byte aligned at calls
+    a.push(xr::rbp);
+    a.mov(xr::rbp, xr::rsp);
+    a.push(kEx);
+    a.push(kFr);
+    a.push(kEnv);
+    a.push(kWork);
+    a.push(kMeter);
+    a.sub(xr::rsp, 8);
+    a.mov(kEx, xr::rdi);
+    a.mov(kFr, xr::qword_ptr(xr::rdi, offsetof(Exec, fr)));
+    a.mov(kEnv, xr::qword_ptr(xr::rdi, offsetof(Exec, env)));
+    a.mov(kWork, xr::rdx);
+    a.mov(kMeter, xr::rcx);
+    // steps: the block from `start` to its end, as the interpreter counts
+    a.movsxd(xr::rsi, xr::esi);
+    a.mov(xr::rax, (int64_t)c->n);
+    a.sub(xr::rax, xr::rsi);
+    a.add(xr::qword_ptr(kWork, offsetof(WorkCounters, steps)), xr::rax);
+    if (c->n >= 1) {
+      a.cmp(xr::esi, 1);
+      a.je(top_labels[1]);
+    }
+    for (int i = 0; i < c->n; i++) {
+      a.bind(top_labels[i]);
+      emit(&c->ins[i]);
+    }
+    a.bind(top_labels[c->n]);
+    emit_finish(c);
+    a.bind(ret);
+    a.add(xr::rsp, 8);
+    a.pop(kMeter);
+    a.pop(kWork);
+    a.pop(kEnv);
+    a.pop(kFr);
+    a.pop(kEx);
+    a.pop(xr::rbp);
+    a.ret();
+  }
+};
+
+JitRuntime* runtime() {
+  static JitRuntime* rt = new JitRuntime();
+  return rt;
+}
+
+std::mutex jit_mutex;
+
+}  // namespace
+
+void jit_compile(Code* c) {
+  std::lock_guard<std::mutex> lock(jit_mutex);
+  if (c->native || c->jit_failed) return;
+  CodeHolder code;
+  code.init(runtime()->environment());
+  xr::Assembler a(&code);
+  auto t0 = std::chrono::steady_clock::now();
+  Emitter em(a);
+  em.ret = a.newLabel();
+  em.body(c);
+  void* fn = nullptr;
+  if (runtime()->add(&fn, &code) != kErrorOk) {
+    c->jit_failed = true;
+    return;
+  }
+  c->native = reinterpret_cast<int (*)(Exec*, int, WorkCounters*, uint64_t*)>(fn);
+  work.native_bodies++;
+  work.native_instructions += em.instructions;
+  work.native_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
+#endif
+
+}  // namespace vlad
