@@ -319,11 +319,11 @@ struct Emitter {
 
   // A branch of a non-tail If: its outcome into the If's slots (Exec::store).
   void emit_store(const Instr* ip, const Code* c) {
-    if (c->pair_result && ip->split) {
+    if (c->pair_result && ip->split) {  // both read before either is written: slots are reused
       load(xr::rax, c->r1);
+      load(xr::rcx, c->r2);
       store(ip->x, xr::rax);
-      load(xr::rax, c->r2);
-      store(ip->x2, xr::rax);
+      store(ip->x2, xr::rcx);
       return;
     }
     if (!c->pair_result && !ip->split) {
@@ -367,6 +367,8 @@ struct Emitter {
 
   void emit(const Instr* ip) {
     instructions++;
+    static int mask = getenv("VLAD_JIT_MASK") ? atoi(getenv("VLAD_JIT_MASK")) : 0;
+    if (mask & (1 << (int)ip->op)) { step(ip); scope.push_back(ip); return; }
     switch (ip->op) {
       case Op::Const:
         a.mov(xr::rax, ip->kbits);

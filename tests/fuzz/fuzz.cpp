@@ -11,6 +11,11 @@
 //
 //   build/fuzz [--seed S] ITERATIONS FILE...    fuzz (default seed 1)
 //   build/fuzz --replay FILE                     run one input the same way (for minimising)
+//   build/fuzz --diff [--seed S] ITERATIONS FILE...
+//       differential: each input (half of them mutated corpus files, half random programs from
+//       a small generator of arithmetic, lists, closures, loops and AD calls) runs in two
+//       interpreters, one interpreting only and one compiling every body to native code on its
+//       first run; the printed values, output and error reports must be identical.
 // With FUZZ_VERBOSE set in the environment, each iteration's outcome is printed; with FUZZ_GDB
 // set, a hang or a crash prints the threads' backtraces (gdb).
 //
@@ -37,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "eval/exec.hpp"
 #include "eval/interp.hpp"
 #include "eval/runner.hpp"
 #include "values/error.hpp"
@@ -47,7 +53,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr int kFreshEvery = 100;
-constexpr auto kSoftLimit = std::chrono::milliseconds(200);  // then interrupt (repeatedly)
+auto kSoftLimit = std::chrono::milliseconds(200);  // then interrupt (repeatedly); 50 ms in --diff mode
 constexpr auto kHardLimit = std::chrono::seconds(30);        // then report a hang and abort
 constexpr long kDepthLimit = 100000;
 
@@ -333,8 +339,10 @@ std::string balance(const std::string& t) {
 // ---- running one input ----
 enum class Outcome { Completed, Error, Other };
 
-Outcome run_one(Interp* in, const std::string& text, const std::string& dir, bool check_mode, std::string& what) {
+Outcome run_one(Interp* in, const std::string& text, const std::string& dir, bool check_mode, std::string& what,
+                std::ostream* capture = nullptr) {
   Outcome out = Outcome::Completed;
+  std::streambuf* saved = capture ? std::cout.rdbuf(capture->rdbuf()) : nullptr;
   arm(in);
   try {
     run_on_big_stack(in, [&] {
@@ -343,6 +351,7 @@ Outcome run_one(Interp* in, const std::string& text, const std::string& dir, boo
         std::string report;
         CheckResult r = check_text(*in, text, "<fuzz>", dir, report);
         if (r.failed) out = Outcome::Error;
+        if (capture) *capture << report;
       } else {
         RunOptions opt;
         opt.dir = dir;
@@ -352,7 +361,8 @@ Outcome run_one(Interp* in, const std::string& text, const std::string& dir, boo
   } catch (const Error& e) {
     out = Outcome::Error;
     what = e.what();
-    (void)e.report();  // exercise the trace formatting too
+    std::string report = e.report();  // exercise the trace formatting too
+    if (capture) *capture << "error: " << report << "\n";
   } catch (const std::exception& e) {
     out = Outcome::Other;
     what = std::string("non-vlad exception: ") + e.what();
@@ -361,8 +371,97 @@ Outcome run_one(Interp* in, const std::string& text, const std::string& dir, boo
     what = "unknown exception";
   }
   disarm(in);
+  if (capture) std::cout.rdbuf(saved);
   return out;
 }
+
+// ---- random programs (differential mode) ----
+struct Gen {
+  Rng& r;
+  int fresh = 0;
+  explicit Gen(Rng& rng) : r(rng) {}
+  std::string var() { return "v" + std::to_string(fresh++); }
+  std::string real() {
+    static const char* ks[] = {"0", "1", "2", "-1", "0.5", "3.25", "-2.5", "10", "1e-3", "7"};
+    return ks[r.below(sizeof ks / sizeof *ks)];
+  }
+  std::string expr(std::vector<std::string>& vs, int d) {
+    if (d <= 0 || r.chance(20)) return vs.empty() || r.chance(30) ? real() : vs[r.below(vs.size())];
+    switch (r.below(14)) {
+      case 0: case 1: case 2: {
+        static const char* ops[] = {"+", "-", "*", "/", "max", "min", "atan", "expt"};
+        return std::string("(") + ops[r.below(r.chance(70) ? 3 : 8)] + " " + expr(vs, d - 1) + " " + expr(vs, d - 1) + ")";
+      }
+      case 3: {
+        static const char* ops[] = {"sin", "cos", "exp", "sqrt", "abs", "tanh", "log"};
+        return std::string("(") + ops[r.below(7)] + " " + expr(vs, d - 1) + ")";
+      }
+      case 4: case 5: {
+        static const char* cmp[] = {"<", ">", "=", "<=", ">="};
+        return std::string("(if (") + cmp[r.below(5)] + " " + expr(vs, d - 1) + " " + expr(vs, d - 1) + ") " +
+               expr(vs, d - 1) + " " + expr(vs, d - 1) + ")";
+      }
+      case 6: {
+        std::string v = var(), e = expr(vs, d - 1);
+        vs.push_back(v);
+        std::string b = expr(vs, d - 1);
+        vs.pop_back();
+        return "(let ((" + v + " " + e + ")) " + b + ")";
+      }
+      case 7: return "(car (cons " + expr(vs, d - 1) + " " + expr(vs, d - 1) + "))";
+      case 8: return "(cdr (cons " + expr(vs, d - 1) + " " + expr(vs, d - 1) + "))";
+      case 9: {
+        std::string v = var();
+        vs.push_back(v);
+        std::string b = expr(vs, d - 1);
+        vs.pop_back();
+        return "((lambda (" + v + ") " + b + ") " + expr(vs, d - 1) + ")";
+      }
+      case 10: {  // a loop
+        std::string i = var(), acc = var();
+        std::string n = std::to_string(1 + r.below(10));
+        vs.push_back(i);
+        vs.push_back(acc);
+        std::string step = expr(vs, d - 1);
+        vs.pop_back();
+        vs.pop_back();
+        return "(let loop ((" + i + " 0) (" + acc + " " + expr(vs, d - 1) + ")) (if (< " + i + " " + n + ") (loop (+ " +
+               i + " 1) " + step + ") " + acc + "))";
+      }
+      case 11: {  // a list reduced
+        return "((reduce + 0) (map (lambda (q) (* q " + expr(vs, d - 1) + ")) (list " + expr(vs, d - 1) + " " +
+               expr(vs, d - 1) + " " + real() + ")))";
+      }
+      case 12: {  // a derivative of a function of one of the variables
+        std::string v = var();
+        vs.push_back(v);
+        std::string b = expr(vs, d - 1);
+        vs.pop_back();
+        static const char* ds[] = {"derivative", "gradient", "derivative-F", "derivative-R"};
+        return std::string("((") + ds[r.below(4)] + " (lambda (" + v + ") " + b + ")) " + expr(vs, d - 1) + ")";
+      }
+      default: return "(if (null? (cdr (list " + expr(vs, d - 1) + "))) " + expr(vs, d - 1) + " " + expr(vs, d - 1) + ")";
+    }
+  }
+  std::string program() {
+    std::string out;
+    std::vector<std::string> vs = {"x"};
+    int nf = 1 + (int)r.below(3);
+    for (int k = 0; k < nf; k++) out += "(define (f" + std::to_string(k) + " x) " + expr(vs, 2 + (int)r.below(4)) + ")\n";
+    for (int k = 0; k < nf; k++) {
+      std::string f = "f" + std::to_string(k), a = real();
+      out += "(" + f + " " + a + ")\n";
+      switch (r.below(5)) {
+        case 0: out += "((derivative " + f + ") " + a + ")\n"; break;
+        case 1: out += "((gradient " + f + ") " + a + ")\n"; break;
+        case 2: out += "((derivative (derivative " + f + ")) " + a + ")\n"; break;
+        case 3: out += "((gradient (gradient " + f + ")) " + a + ")\n"; break;
+        default: out += "(map " + f + " (list 1 2 3))\n"; break;
+      }
+    }
+    return out;
+  }
+};
 
 Interp* fresh_interp() {
   Interp* in = nullptr;
@@ -377,16 +476,21 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   long iterations = -1;
   std::string replay;
+  bool diff = false;
   std::vector<std::string> files;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     if (a == "--seed" && i + 1 < argc) seed = strtoull(argv[++i], nullptr, 10);
+    else if (a == "--diff") {
+      diff = true;
+      kSoftLimit = std::chrono::milliseconds(50);
+    }
     else if (a == "--replay" && i + 1 < argc) replay = argv[++i];
     else if (iterations < 0 && replay.empty() && !a.empty() && isdigit((unsigned char)a[0])) iterations = atol(a.c_str());
     else files.push_back(a);
   }
   if (replay.empty() && (iterations < 0 || files.empty())) {
-    fprintf(stderr, "usage: fuzz [--seed S] ITERATIONS FILE...\n       fuzz --replay FILE\n");
+    fprintf(stderr, "usage: fuzz [--seed S] [--diff] ITERATIONS FILE...\n       fuzz --replay FILE\n");
     return 2;
   }
   gdb_on_failure = getenv("FUZZ_GDB") != nullptr;
@@ -405,6 +509,7 @@ int main(int argc, char** argv) {
   };
 
   Interp* in = fresh_interp();
+  if (diff) in->jit = false;
   // The collector must have been set up before the evaluation thread was created (without
   // all-interior-pointers): set up late, it kept the default, or was switched under its own feet.
   if (GC_get_all_interior_pointers()) {
@@ -415,7 +520,76 @@ int main(int argc, char** argv) {
   std::thread dog(watchdog);
 
   int status = 0;
-  if (!replay.empty()) {
+  if (diff && replay.empty()) {
+    // the second interpreter compiles every body on its first run
+    auto native = [] {
+      Interp* n = fresh_interp();
+      n->jit = jit_supported();
+      n->jit_threshold = 1;
+      return n;
+    };
+    Interp* nat = native();
+    std::vector<std::string> corpus, dirs;
+    for (const auto& f : files) { corpus.push_back(slurp(f)); dirs.push_back(dir_of(f)); }
+    Rng r(seed);
+    Gen gen(r);
+    long same = 0, skipped = 0, differ = 0, generated = 0;
+    auto t0 = Clock::now();
+    say("fuzz --diff: seed " + std::to_string(seed) + ", " + std::to_string(iterations) + " programs; native tier " +
+        (jit_supported() ? "on" : "NOT SUPPORTED here") + "\n");
+    for (long it = 0; it < iterations; it++) {
+      current_iteration = it;
+      if (it > 0 && it % kFreshEvery == 0) {
+        in = fresh_interp();
+        in->jit = false;
+        nat = native();
+      }
+      std::string text, dir = ".";
+      bool check_mode = false;
+      if (r.chance(75)) {
+        text = gen.program();
+        generated++;
+      } else {
+        size_t k = r.below(corpus.size());
+        text = corpus[k];
+        dir = dirs[k];
+        int nmut = 1 + (int)r.below(3);
+        for (int m = 0; m < nmut; m++) text = mutate_once(text, corpus, r);
+        text = balance(text);
+        check_mode = r.chance(50);
+      }
+      save_last(text);
+      std::ostringstream o1, o2;
+      std::string w1, w2;
+      Outcome a = run_one(in, text, dir, check_mode, w1, &o1);
+      Outcome b = run_one(nat, text, dir, check_mode, w2, &o2);
+      // a run the watchdog interrupted stopped at a moment that differs between the two
+      bool timed = o1.str().find("interrupted") != std::string::npos || o2.str().find("interrupted") != std::string::npos;
+      if (timed) skipped++;
+      else if (a == b && o1.str() == o2.str()) same++;
+      else {
+        differ++;
+        status = 1;
+        std::string keep = last_path + ".diff" + std::to_string(it);
+        std::rename(last_path.c_str(), keep.c_str());
+        say("\nDIFFERENCE at iteration " + std::to_string(it) + " (input kept in " + keep + ")\n--- interpreted:\n" +
+            o1.str().substr(0, 2000) + "\n--- native:\n" + o2.str().substr(0, 2000) + "\n");
+        if (differ >= 5) break;
+      }
+      if ((it + 1) % 1000 == 0 || it + 1 == iterations) {
+        char line[256];
+        snprintf(line, sizeof line, "fuzz --diff: %ld/%ld  same %ld  differ %ld  interrupted (skipped) %ld  %.1f s\n",
+                 it + 1, iterations, same, differ, skipped, std::chrono::duration<double>(Clock::now() - t0).count());
+        say(line);
+      }
+    }
+    char line[320];
+    snprintf(line, sizeof line,
+             "fuzz --diff summary: %ld programs (%ld generated, the rest mutated), %ld the same in both tiers, %ld "
+             "different, %ld interrupted\n",
+             iterations, generated, same, differ, skipped);
+    say(line);
+  } else if (!replay.empty()) {
     std::string text = slurp(replay), what;
     for (int mode = 0; mode < 2; mode++) {
       Outcome o = run_one(in, text, dir_of(replay), mode == 1, what);
