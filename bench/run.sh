@@ -8,7 +8,8 @@
 #   (d) the reverse-mode families (bench/rev*.vlad) and the forward family (bench/fwd_f.vlad);
 #   (e) W4 (k-th derivative by k-fold nesting): first call and later calls, per k, forward and
 #       reverse, and the growth per level; the shared W4, W5, W6 files with their values checked;
-#   (f) the example programs.
+#   (f) the example programs;
+#   (g) the native tier: programs timed with it off (VLAD_JIT=off) and on.
 # Times are wall-clock times of whole processes run without --meter, the best of several runs,
 # minus the time of the same program doing everything but the measured work (its "mode 0", or
 # one call fewer). Counts come from separate `vlad --meter` runs (deterministic). Every run is
@@ -211,5 +212,31 @@ echo
 # ---------------------------------------------------------------- (f) examples
 echo "(f) the example programs"
 "$HERE/examples.sh" "$V"
+echo
+
+# ---------------------------------------------------------------- (g) the native tier
+echo "(g) the native tier: the same programs interpreted only (VLAD_JIT=off) and with the tier (the default:"
+echo "    a body is compiled after 30 runs); whole processes minus start-up, best of 3; speed-up = off / on"
+printf '  %-44s %10s %10s %8s\n' program "off (s)" "on (s)" speed-up
+tier_row() {  # label file input
+  local off
+  VLAD_JIT=off tbest 3 "$2" "$3"; off=$T; local st_off=$ST
+  tbest 3 "$2" "$3"
+  if [ "$st_off" != ok ] || [ "$ST" != ok ]; then printf '  %-44s %s\n' "$1" "off $st_off, on $ST"; return; fi
+  printf '  %-44s %10.4f %10.4f %8.2f\n' "$1" "$(calc "$off - $T0")" "$(calc "$T - $T0")" "$(calc "($off - $T0) / ($T - $T0)")"
+}
+
+tier_row "tail loop, 10^7 iterations" "$HERE/tail_loop.vlad" 10000000
+tier_row "fib 25" "$HERE/fib.vlad" 25
+tier_row "W3 primal, n = 1e5, 20 reps" "$W3" "100000 1 20"
+tier_row "W3 gradient, n = 1e4, 20 reps" "$W3" "10000 2 20"
+tier_row "W5 saddle point, reverse over reverse" "$SHARED/w5_saddle.vlad" ""
+tier_row "W6 MLP on XOR" "$SHARED/w6_mlp.vlad" ""
+for n in ff fr rf rr; do
+  awk '/^\(define ff / { exit } /^;; dE\/dw at w = 0/ { skip = 1 } /^;; Minimise E/ { skip = 0 } !skip { print }' \
+    scheme-examples/particle.vlad >"$TMP/particle-$n.vlad"
+  grep "^(define $n " scheme-examples/particle.vlad >>"$TMP/particle-$n.vlad"
+  tier_row "particle.vlad $(echo $n | tr a-z A-Z)" "$TMP/particle-$n.vlad" ""
+done
 echo
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg); total bench time $(( $(date +%s) - BENCH_START )) s"

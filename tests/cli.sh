@@ -176,6 +176,38 @@ if [ -n "$apps" ] && [ "$apps" -ge 5000 ] && [ "$apps" -le 5010 ] && [ -n "$step
   ok "--meter reports applications ($apps), steps ($steps) and heap objects ($objs)"
 else notok "--meter reports applications, steps and heap objects" "stderr '$(one_line "$ERR")'"; fi
 
+# ---------------------------------------------------------------- the native tier
+# The same answers, counts and errors with the tier off and on; on, the loop's body is compiled.
+# (Allocation is what each tier does: native code makes no argument pair for a loop that takes
+# its arguments apart at once, so it allocates less.)
+counts() { printf '%s\n' "$ERR" | grep -v -e '^# native' -e '^# collections' -e '^# analysis' -e '^# heap'; }
+objects() { printf '%s\n' "$ERR" | sed -n 's/^# heap objects allocated: //p'; }
+run "$V" --meter --jit=off meter.vlad
+off_out=$OUT; off_counts=$(counts); off_objects=$(objects)
+run "$V" --meter --jit=on --jit-threshold 1 meter.vlad
+on_counts=$(counts); on_objects=$(objects)
+bodies=$(printf '%s\n' "$ERR" | sed -n 's/^# native tier: on, \([0-9]*\) bodies compiled.*/\1/p')
+if [ "$OUT" = "$off_out" ] && [ "$on_counts" = "$off_counts" ] && [ -n "$bodies" ] && [ "$bodies" -ge 1 ] &&
+   [ "$on_objects" -lt 100 ] && [ "$off_objects" -gt 1000 ]; then
+  ok "--jit=on gives the interpreter's answer and counts ($bodies bodies compiled; $on_objects heap objects, interpreted $off_objects)"
+else notok "--jit=on gives the interpreter's answer and counts" "off '$off_out' '$(one_line "$off_counts")', on '$OUT' '$(one_line "$ERR")'"; fi
+run "$V" --meter --jit=off meter.vlad
+if printf '%s\n' "$ERR" | grep -q '^# native tier: off, 0 bodies compiled'; then ok "--jit=off compiles nothing"
+else notok "--jit=off compiles nothing" "$(one_line "$ERR")"; fi
+printf '(define (f n) (if (= n 0) (car n) (f (- n 1))))\n(f 100)\n' >jit-err.vlad
+run "$V" --jit=off jit-err.vlad
+off_err=$ERR
+run "$V" --jit=on --jit-threshold 1 jit-err.vlad
+if [ $RC -eq 1 ] && [ "$ERR" = "$off_err" ] && printf '%s' "$ERR" | grep -q 'jit-err.vlad:1:27: error: car: expected a pair'; then
+  ok "an error in native code: the same message, location and trace"
+else notok "an error in native code: the same message, location and trace" "off '$(one_line "$off_err")', on '$(one_line "$ERR")'"; fi
+run "$V" --jit=maybe meter.vlad
+if [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q 'unknown option --jit=maybe'; then ok "--jit=maybe is refused"
+else notok "--jit=maybe is refused" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+run "$V" --jit-threshold 0 meter.vlad
+if [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q 'needs a positive number'; then ok "--jit-threshold 0 is refused"
+else notok "--jit-threshold 0 is refused" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
 # ---------------------------------------------------------------- the heap limit
 # A gradient through a 10^6-step loop keeps ~200 MB of backpropagators: past a 64M limit it stops
 # with an error (not a crash, not an OOM kill); the REPL carries on after it.

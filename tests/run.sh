@@ -6,6 +6,29 @@
 set -u
 B=${1:-build}
 V=$B/vlad
+
+# The whole suite runs twice: interpreted only, and with the native tier compiling every body on
+# its first run (VLAD_JIT_THRESHOLD=1: the most code compiled). The last line adds both passes.
+if [ -z "${VLAD_TIER:-}" ]; then
+  tp=0; tf=0
+  for tier in interpreted native; do
+    echo "== $tier =="
+    log=$(mktemp)
+    if [ $tier = interpreted ]; then
+      VLAD_TIER=$tier VLAD_JIT=off "$0" "$B" | tee "$log"
+    else
+      VLAD_TIER=$tier VLAD_JIT=on VLAD_JIT_THRESHOLD=1 "$0" "$B" | tee "$log"
+    fi
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+    rm -f "$log"
+    if [ -z "$line" ]; then tf=$((tf + 1)); echo "FAIL: the $tier pass gave no summary"; continue; fi
+    p=${line%% passed*}; f=${line#*, }; f=${f%% failed}
+    tp=$((tp + p)); tf=$((tf + f))
+  done
+  echo "$tp passed, $tf failed"
+  [ "$tf" -eq 0 ]
+  exit
+fi
 passed=0
 failed=0
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
@@ -81,5 +104,6 @@ for t in tests/*.sh; do
   printf '%-50s %s passed, %s failed\n' "$t" "$p" "$f"
 done
 
+echo "$VLAD_TIER: $passed passed, $failed failed"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

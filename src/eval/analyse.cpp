@@ -341,6 +341,7 @@ void compile(Lambda* lam) {
   Code* code = c.body(lam->body, true);
   code->nslots = c.nslots;
   code->entry = true;
+  code->lam = lam;
   // A backpropagator that starts by calling the backpropagator it captured for a tail call.
   if (lam->raw_bp && code->n > 0) {
     const Instr& first = code->ins[0];

@@ -63,6 +63,7 @@ struct Code {
   // threshold (jit.cpp). `native` is its machine code, entered at instruction 0 or 1 (a chain's
   // rest, eval.cpp), or null.
   bool entry = false;
+  Lambda* lam = nullptr;  // whose body it is (entry)
   bool jit_failed = false;
   uint32_t runs = 0;
   int (*native)(Exec*, int start, WorkCounters* w, uint64_t* meter) = nullptr;

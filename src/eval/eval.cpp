@@ -182,174 +182,211 @@ void Exec::store(const Instr* ip, Exit e, const char* shape_text) {
   }
 }
 
+inline int Exec::op_const(const Instr* ip) {
+  fr[ip->x] = ip->k();
+  return kContinue;
+}
+
+inline int Exec::op_copy(const Instr* ip) {
+  fr[ip->x] = get(ip->a);
+  return kContinue;
+}
+
+inline int Exec::op_sens(const Instr* ip) {
+  Value s = get(ip->a);
+  fr[ip->x] = s.is_zero_sens() ? rzero(get(ip->b)) : s;
+  return kContinue;
+}
+
+inline int Exec::op_global(const Instr* ip) {
+  fr[ip->x] = global_value(ip->src);
+  return kContinue;
+}
+
+inline int Exec::op_app(const Instr* ip) {
+  work.applications++;
+  if (ip->raw_call) {
+    Value out[2];
+    Value r = raw_apply(get(ip->a), arg_of(ip), ip->src->pos, ip->split ? out : nullptr, ip->src->xf);
+    if (ip->split) {
+      if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
+      fr[ip->x] = out[0];
+      fr[ip->x2] = out[1];
+    } else {
+      fr[ip->x] = r;
+    }
+    return kContinue;
+  }
+  if (ip->split) {
+    run_split(ip);
+    return kContinue;
+  }
+  Value fv = get(ip->a);
+  if (ip->chain_call) {
+    // A native reverse rule is called at once (no pair for its argument, no trampoline).
+    if (is(fv, Kind::Closure)) {
+      Closure* callee = static_cast<Closure*>(fv.as_obj());
+      Lambda* lam = callee->lambda;
+      Value out[2];
+      bool done = ip->op2 == AppPair
+                      ? lam->native_split2 && lam->native_split2(callee, get(ip->b), get(ip->b2), out)
+                      : lam->native_split1 && lam->native_split1(callee, get(ip->b), out);
+      if (done) {
+        r1 = out[0];
+        r2 = way_out_bp(ip, out[0], out[1]);
+        return (int)Exit::Pair;
+      }
+    }
+    Value b = make_closure(ip->chain, nullptr, ip->ncaps);
+    Closure* cl = static_cast<Closure*>(b.as_obj());
+    for (int k = 0; k < ip->ncaps; k++) cl->env[k] = k == ip->hole ? Value::nil() : get(ip->caps[k]);
+    chain = cl;
+    hole = ip->hole;
+    f = fv;
+    arg = arg_of(ip);
+    tail_pos = ip->src->pos;
+    return (int)Exit::ChainTail;
+  }
+  if (ip->op2 == AppPair) {
+    if (is(fv, Kind::Prim)) {
+      Prim* p = static_cast<Prim*>(fv.as_obj());
+      if (p->arity == 2 && p->fn2) {
+        try {
+          fr[ip->x] = p->fn2(p, get(ip->b), get(ip->b2));
+        } catch (Error& e) {
+          if (!e.pos.file) e.pos = ip->src->pos;
+          throw;
+        }
+        return kContinue;
+      }
+    } else if (is(fv, Kind::Closure)) {
+      Closure* cl = static_cast<Closure*>(fv.as_obj());
+      if (cl->lambda->native2) {
+        Value r = cl->lambda->native2(cl, get(ip->b), get(ip->b2));
+        if (!r.is_unbound()) {
+          fr[ip->x] = r;
+          return kContinue;
+        }
+      }
+    }
+  }
+  Value av = arg_of(ip);
+  if (ip->tail) {
+    f = fv;
+    arg = av;
+    tail_pos = ip->src->pos;
+    return (int)Exit::Tail;
+  }
+  fr[ip->x] = apply(fv, av, ip->src->pos);
+  return kContinue;
+}
+
+inline int Exec::op_lambda(const Instr* ip) {
+  Lambda* lam = ip->lam;
+  int n = ip->ncaps;
+  if (ip->self_ref) {  // a closure of the running lambda over the same environment
+    fr[ip->x] = self;
+    return kContinue;
+  }
+  if (ip->inert_guard && inert_value(get(ip->b))) {  // a way out whose value holds no real
+    fr[ip->x] = zero_backpropagator(self, fr[0]);
+    return kContinue;
+  }
+  if (n == 0) {
+    fr[ip->x] = closure_of(lam, nullptr);
+  } else {
+    Value v = make_closure(lam, nullptr, n);
+    Closure* cl = static_cast<Closure*>(v.as_obj());
+    for (int k = 0; k < n; k++) cl->env[k] = get(ip->caps[k]);
+    fr[ip->x] = v;
+  }
+  return kContinue;
+}
+
+inline int Exec::op_cons(const Instr* ip) {
+  fr[ip->x] = cons(get(ip->a), get(ip->b));
+  return kContinue;
+}
+
+inline int Exec::op_car_cdr(const Instr* ip) {
+  Value v = get(ip->a);
+  if (is_pair(v)) {
+    fr[ip->x] = ip->op == Op::Car ? car(v) : cdr(v);
+  } else if (is_j_view(v) && view_tag(v) == kViewJ) {  // a part of (*j P), lazily
+    fr[ip->x] = j_part(static_cast<Pair*>(view_obj(v)), ip->op == Op::Cdr);
+  } else if (is_lazy(v)) {
+    Value m = force(v);
+    if (!is_pair(m)) pattern_error(m, ip->src);
+    fr[ip->x] = ip->op == Op::Car ? car(m) : cdr(m);
+  } else if (v.is_zero_sens()) {  // a part of a placeholder zero
+    fr[ip->x] = v;
+  } else {
+    pattern_error(v, ip->src);
+  }
+  return kContinue;
+}
+
+inline int Exec::op_check(const Instr* ip) {
+  Value v = get(ip->a);
+  if (!matches_constant(v, ip->k())) pattern_error(v, ip->src);
+  fr[ip->x] = Value::nil();
+  return kContinue;
+}
+
+inline int Exec::op_if(const Instr* ip) {
+  Value c = get(ip->a);
+  const Code* branch = c.is_false() ? ip->else_ : ip->then_;
+  if (ip->tail) return (int)run(branch);
+  Exit e = run(branch);  // not in tail position: a value or a pair
+  store(ip, e, "(cons value backpropagator)");
+  return kContinue;
+}
+
+inline int Exec::op_backcall(const Instr* ip) {
+  // (f̄ . x̄) = (unsensitize (bp (sensitize ȳ))), usually split at once
+  work.applications++;
+  Value out[3];
+  if (ip->split3) {  // (f̄ a b) with x̄ = (a . b)
+    back_call(get(ip->a), get(ip->b), out, ip->src->pos, true);
+    fr[ip->x] = out[0];
+    fr[ip->x2] = out[1];
+    fr[ip->x3] = out[2];
+    return kContinue;
+  }
+  Value r = back_call(get(ip->a), get(ip->b), out, ip->src->pos);
+  if (r.is_unbound()) {
+    r1 = out[0];
+    r2 = out[1];
+    store(ip, Exit::Pair, "(cons f-bar x-bar)");
+  } else {
+    r1 = r;
+    store(ip, Exit::Value, "(cons f-bar x-bar)");
+  }
+  return kContinue;
+}
+
+inline int Exec::op_envref(const Instr* ip) {
+  Value v = get(ip->a);
+  fr[ip->x] = v.is_zero_sens() ? v : env_ref(v, ip->index, ip->lam);
+  return kContinue;
+}
+
 // One instruction, interpreted.
 int Exec::step(const Instr* ip) {
   switch (ip->op) {
-    case Op::Const: fr[ip->x] = ip->k(); break;
-    case Op::Copy: fr[ip->x] = get(ip->a); break;
-    case Op::Sens: {
-      Value s = get(ip->a);
-      fr[ip->x] = s.is_zero_sens() ? rzero(get(ip->b)) : s;
-      break;
-    }
-    case Op::Global: fr[ip->x] = global_value(ip->src); break;
-    case Op::App: {
-      work.applications++;
-      if (ip->raw_call) {
-        Value out[2];
-        Value r = raw_apply(get(ip->a), arg_of(ip), ip->src->pos, ip->split ? out : nullptr, ip->src->xf);
-        if (ip->split) {
-          if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
-          fr[ip->x] = out[0];
-          fr[ip->x2] = out[1];
-        } else {
-          fr[ip->x] = r;
-        }
-        break;
-      }
-      if (ip->split) {
-        run_split(ip);
-        break;
-      }
-      Value fv = get(ip->a);
-      if (ip->chain_call) {
-        // A native reverse rule is called at once (no pair for its argument, no trampoline).
-        if (is(fv, Kind::Closure)) {
-          Closure* callee = static_cast<Closure*>(fv.as_obj());
-          Lambda* lam = callee->lambda;
-          Value out[2];
-          bool done = ip->op2 == AppPair
-                          ? lam->native_split2 && lam->native_split2(callee, get(ip->b), get(ip->b2), out)
-                          : lam->native_split1 && lam->native_split1(callee, get(ip->b), out);
-          if (done) {
-            r1 = out[0];
-            r2 = way_out_bp(ip, out[0], out[1]);
-            return (int)Exit::Pair;
-          }
-        }
-        Value b = make_closure(ip->chain, nullptr, ip->ncaps);
-        Closure* cl = static_cast<Closure*>(b.as_obj());
-        for (int k = 0; k < ip->ncaps; k++) cl->env[k] = k == ip->hole ? Value::nil() : get(ip->caps[k]);
-        chain = cl;
-        hole = ip->hole;
-        f = fv;
-        arg = arg_of(ip);
-        tail_pos = ip->src->pos;
-        return (int)Exit::ChainTail;
-      }
-      if (ip->op2 == AppPair) {
-        if (is(fv, Kind::Prim)) {
-          Prim* p = static_cast<Prim*>(fv.as_obj());
-          if (p->arity == 2 && p->fn2) {
-            try {
-              fr[ip->x] = p->fn2(p, get(ip->b), get(ip->b2));
-            } catch (Error& e) {
-              if (!e.pos.file) e.pos = ip->src->pos;
-              throw;
-            }
-            break;
-          }
-        } else if (is(fv, Kind::Closure)) {
-          Closure* cl = static_cast<Closure*>(fv.as_obj());
-          if (cl->lambda->native2) {
-            Value r = cl->lambda->native2(cl, get(ip->b), get(ip->b2));
-            if (!r.is_unbound()) {
-              fr[ip->x] = r;
-              break;
-            }
-          }
-        }
-      }
-      Value av = arg_of(ip);
-      if (ip->tail) {
-        f = fv;
-        arg = av;
-        tail_pos = ip->src->pos;
-        return (int)Exit::Tail;
-      }
-      fr[ip->x] = apply(fv, av, ip->src->pos);
-      break;
-    }
-    case Op::Lambda: {
-      Lambda* lam = ip->lam;
-      int n = ip->ncaps;
-      if (ip->self_ref) {  // a closure of the running lambda over the same environment
-        fr[ip->x] = self;
-        break;
-      }
-      if (ip->inert_guard && inert_value(get(ip->b))) {  // a way out whose value holds no real
-        fr[ip->x] = zero_backpropagator(self, fr[0]);
-        break;
-      }
-      if (n == 0) {
-        fr[ip->x] = closure_of(lam, nullptr);
-      } else {
-        Value v = make_closure(lam, nullptr, n);
-        Closure* cl = static_cast<Closure*>(v.as_obj());
-        for (int k = 0; k < n; k++) cl->env[k] = get(ip->caps[k]);
-        fr[ip->x] = v;
-      }
-      break;
-    }
-    case Op::Cons: fr[ip->x] = cons(get(ip->a), get(ip->b)); break;
-    case Op::Car:
-    case Op::Cdr: {
-      Value v = get(ip->a);
-      if (is_pair(v)) {
-        fr[ip->x] = ip->op == Op::Car ? car(v) : cdr(v);
-      } else if (is_j_view(v) && view_tag(v) == kViewJ) {  // a part of (*j P), lazily
-        fr[ip->x] = j_part(static_cast<Pair*>(view_obj(v)), ip->op == Op::Cdr);
-      } else if (is_lazy(v)) {
-        Value m = force(v);
-        if (!is_pair(m)) pattern_error(m, ip->src);
-        fr[ip->x] = ip->op == Op::Car ? car(m) : cdr(m);
-      } else if (v.is_zero_sens()) {  // a part of a placeholder zero
-        fr[ip->x] = v;
-      } else {
-        pattern_error(v, ip->src);
-      }
-      break;
-    }
-    case Op::Check: {
-      Value v = get(ip->a);
-      if (!matches_constant(v, ip->k())) pattern_error(v, ip->src);
-      fr[ip->x] = Value::nil();
-      break;
-    }
-    case Op::If: {
-      Value c = get(ip->a);
-      const Code* branch = c.is_false() ? ip->else_ : ip->then_;
-      if (ip->tail) return (int)run(branch);
-      Exit e = run(branch);  // not in tail position: a value or a pair
-      store(ip, e, "(cons value backpropagator)");
-      break;
-    }
-    case Op::BackCall: {  // (f̄ . x̄) = (unsensitize (bp (sensitize ȳ))), usually split at once
-      work.applications++;
-      Value out[3];
-      if (ip->split3) {  // (f̄ a b) with x̄ = (a . b)
-        back_call(get(ip->a), get(ip->b), out, ip->src->pos, true);
-        fr[ip->x] = out[0];
-        fr[ip->x2] = out[1];
-        fr[ip->x3] = out[2];
-        break;
-      }
-      Value r = back_call(get(ip->a), get(ip->b), out, ip->src->pos);
-      if (r.is_unbound()) {
-        r1 = out[0];
-        r2 = out[1];
-        store(ip, Exit::Pair, "(cons f-bar x-bar)");
-      } else {
-        r1 = r;
-        store(ip, Exit::Value, "(cons f-bar x-bar)");
-      }
-      break;
-    }
-    case Op::EnvRef: {
-      Value v = get(ip->a);
-      fr[ip->x] = v.is_zero_sens() ? v : env_ref(v, ip->index, ip->lam);
-      break;
-    }
+    case Op::Const: return op_const(ip);
+    case Op::Copy: return op_copy(ip);
+    case Op::Sens: return op_sens(ip);
+    case Op::Global: return op_global(ip);
+    case Op::App: return op_app(ip);
+    case Op::Lambda: return op_lambda(ip);
+    case Op::Cons: return op_cons(ip);
+    case Op::Car: return op_car_cdr(ip);
+    case Op::Cdr: return op_car_cdr(ip);
+    case Op::Check: return op_check(ip);
+    case Op::If: return op_if(ip);
+    case Op::BackCall: return op_backcall(ip);
+    case Op::EnvRef: return op_envref(ip);
   }
   return kContinue;
 }
@@ -384,18 +421,41 @@ Exit Exec::run_native(const Code* c, int start) {
   std::rethrow_exception(e);
 }
 
-extern "C" int vlad_jit_step(Exec* ex, const Instr* ip) {
+// Each runtime call of native code runs one piece of the interpreter and keeps an error for
+// run_native (native frames have no unwind tables).
+#define VLAD_JIT_CALL(name, expr)                          \
+  extern "C" int name(Exec* ex, const Instr* ip) {         \
+    try {                                                  \
+      return expr;                                         \
+    } catch (...) {                                        \
+      jit_pending = std::current_exception();              \
+      return kThrown;                                      \
+    }                                                      \
+  }
+VLAD_JIT_CALL(vlad_jit_step, ex->step(ip))
+VLAD_JIT_CALL(vlad_jit_sens, ex->op_sens(ip))
+VLAD_JIT_CALL(vlad_jit_app, ex->op_app(ip))
+VLAD_JIT_CALL(vlad_jit_lambda, ex->op_lambda(ip))
+VLAD_JIT_CALL(vlad_jit_cons, ex->op_cons(ip))
+VLAD_JIT_CALL(vlad_jit_car_cdr, ex->op_car_cdr(ip))
+VLAD_JIT_CALL(vlad_jit_check, ex->op_check(ip))
+VLAD_JIT_CALL(vlad_jit_backcall, ex->op_backcall(ip))
+VLAD_JIT_CALL(vlad_jit_envref, ex->op_envref(ip))
+VLAD_JIT_CALL(vlad_jit_global, ex->op_global(ip))
+
+extern "C" int vlad_jit_store(Exec* ex, const Instr* ip, int e) {
   try {
-    return ex->step(ip);
+    ex->store(ip, Exit(e), "(cons value backpropagator)");
+    return Exec::kContinue;
   } catch (...) {
     jit_pending = std::current_exception();
     return kThrown;
   }
 }
 
-extern "C" int vlad_jit_store(Exec* ex, const Instr* ip, int e) {
+extern "C" int vlad_jit_arg_pair(Exec* ex, const Instr* ip) {
   try {
-    ex->store(ip, Exit(e), "(cons value backpropagator)");
+    ex->arg = ex->arg_of(ip);
     return Exec::kContinue;
   } catch (...) {
     jit_pending = std::current_exception();
@@ -458,6 +518,24 @@ Code* code_of(Lambda* lam) {
   if (!lam->code) compile(lam);
   return lam->code;
 }
+
+}  // namespace
+
+extern "C" int vlad_jit_self_tail(Exec* ex, const Instr* ip) {
+  Interp* in = current;
+  if (in->interrupt.load(std::memory_order_relaxed)) {
+    in->interrupt = false;
+    jit_pending = std::make_exception_ptr(Error("interrupted"));
+    return kThrown;
+  }
+  CallRecord* rec = &call_records[eval_depth];  // apply_core's frame: as its loop does
+  rec->f = ex->self.bits;
+  Pos p = ip->src->pos;
+  if (!internal(p) || internal(rec->pos) || !rec->pos.file) rec->pos = p;
+  return Exec::kContinue;
+}
+
+namespace {
 
 // ---- chains ----
 // A reverse-transformed body whose way out is a tail call (a loop, say) makes its backpropagator

@@ -33,6 +33,19 @@ struct Exec {
   // One instruction, interpreted: kContinue, or how the body ends (an Exit).
   static constexpr int kContinue = -1;
   int step(const Instr* ip);
+  // The instructions, one each (step's cases).
+  int op_const(const Instr* ip);
+  int op_copy(const Instr* ip);
+  int op_sens(const Instr* ip);
+  int op_global(const Instr* ip);
+  int op_app(const Instr* ip);
+  int op_lambda(const Instr* ip);
+  int op_cons(const Instr* ip);
+  int op_car_cdr(const Instr* ip);
+  int op_check(const Instr* ip);
+  int op_if(const Instr* ip);
+  int op_backcall(const Instr* ip);
+  int op_envref(const Instr* ip);
   Exit finish(const Code* c);
 };
 
@@ -48,7 +61,22 @@ bool jit_supported();
 // returns Exec::kContinue, an Exit, or kThrown with the error kept for `run`.
 extern "C" {
 int vlad_jit_step(Exec* ex, const Instr* ip);
+// The same for one kind of instruction (no dispatch): Exec::op_sens ... op_global.
+int vlad_jit_sens(Exec* ex, const Instr* ip);
+int vlad_jit_app(Exec* ex, const Instr* ip);
+int vlad_jit_lambda(Exec* ex, const Instr* ip);
+int vlad_jit_cons(Exec* ex, const Instr* ip);
+int vlad_jit_car_cdr(Exec* ex, const Instr* ip);
+int vlad_jit_check(Exec* ex, const Instr* ip);
+int vlad_jit_backcall(Exec* ex, const Instr* ip);
+int vlad_jit_envref(Exec* ex, const Instr* ip);
+int vlad_jit_global(Exec* ex, const Instr* ip);
 int vlad_jit_store(Exec* ex, const Instr* ip, int e);  // Exec::store of a branch's outcome
+// A tail call of the running body's own lambda (ex->self is the callee), about to loop in native
+// code: what apply_core's loop does first (Ctrl-C, the call record).
+int vlad_jit_self_tail(Exec* ex, const Instr* ip);
+// ex->arg = (cons b b2) of an AppPair instruction.
+int vlad_jit_arg_pair(Exec* ex, const Instr* ip);
 }
 
 }  // namespace vlad

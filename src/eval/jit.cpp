@@ -15,6 +15,8 @@
 // Counts are the interpreter's: steps are added per block as it is entered, applications and
 // the primitive meter as the interpreter's paths add them.
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstddef>
 #include <mutex>
 #include <vector>
@@ -52,9 +54,20 @@ const xr::Gp kWork = xr::r14;   // WorkCounters* of this thread
 const xr::Gp kMeter = xr::r15;  // the interpreter's meter: a count per primitive id
 
 constexpr uint64_t kOffset = Value::kDoubleOffset;
+
+// Field offsets of objects with a base (offsetof is for standard-layout types only).
+template <class T, class F>
+int32_t field_offset(const T& probe, const F& field) {
+  return (int32_t)((const char*)&field - (const char*)&probe);
+}
+const Pair pair_probe{};
+const int32_t pair_car = field_offset(pair_probe, pair_probe.car), pair_cdr = field_offset(pair_probe, pair_probe.cdr);
+const Closure closure_probe{};
+const int32_t closure_lambda = field_offset(closure_probe, closure_probe.lambda),
+              closure_env = field_offset(closure_probe, closure_probe.env);
 constexpr uint64_t kCanonicalNaN = 0x7ff8000000000000ull;
 
-enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP };
+enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, Car, Cdr };
 
 // Which inline form a primitive gets, if any.
 Inline inline_form(Prim* p, bool pair_arg) {
@@ -81,6 +94,8 @@ Inline inline_form(Prim* p, bool pair_arg) {
   if (p->cls == PrimClass::Arith || p->cls == PrimClass::Compare) return Inline::Call1;
   if (p->name == intern("null?")) return Inline::NullP;
   if (p->name == intern("pair?")) return Inline::PairP;
+  if (p->cls == PrimClass::Structural && p->name == intern("car")) return Inline::Car;
+  if (p->cls == PrimClass::Structural && p->name == intern("cdr")) return Inline::Cdr;
   return Inline::None;
 }
 
@@ -107,11 +122,25 @@ struct Emitter {
     a.cmp(xr::eax, Exec::kContinue);
     a.jne(ret);
   }
-  // The interpreter runs this one instruction.
+  // The interpreter runs this one instruction (its own case, without dispatch).
   void step(const Instr* ip) {
+    const void* fn = (const void*)&vlad_jit_step;
+    switch (ip->op) {
+      case Op::Sens: fn = (const void*)&vlad_jit_sens; break;
+      case Op::App: fn = (const void*)&vlad_jit_app; break;
+      case Op::Lambda: fn = (const void*)&vlad_jit_lambda; break;
+      case Op::Cons: fn = (const void*)&vlad_jit_cons; break;
+      case Op::Car:
+      case Op::Cdr: fn = (const void*)&vlad_jit_car_cdr; break;
+      case Op::Check: fn = (const void*)&vlad_jit_check; break;
+      case Op::BackCall: fn = (const void*)&vlad_jit_backcall; break;
+      case Op::EnvRef: fn = (const void*)&vlad_jit_envref; break;
+      case Op::Global: fn = (const void*)&vlad_jit_global; break;
+      default: break;
+    }
     a.mov(xr::rdi, kEx);
     a.mov(xr::rsi, (uint64_t)ip);
-    call((const void*)&vlad_jit_step);
+    call(fn);
     check_continue();
   }
   void count(size_t field_offset, int64_t n = 1) {
@@ -165,7 +194,114 @@ struct Emitter {
     return nullptr;
   }
 
+  // Whether operand r is read by an instruction of c (branches included) other than `skip`s, or by c's value.
+  static bool reads(const Code* c, int r, const Instr* skip1, const Instr* skip2) {
+    if (c->pair_result ? (c->r1 == r || c->r2 == r) : c->result == r) return true;
+    for (int i = 0; i < c->n; i++) {
+      const Instr* ip = &c->ins[i];
+      if (ip == skip1 || ip == skip2) continue;
+      if (ip->inert_guard || ip->chain_call) return true;  // these read the argument (fr[0]) themselves
+      switch (ip->op) {
+        case Op::Const:
+        case Op::Global: break;
+        case Op::Copy:
+        case Op::Car:
+        case Op::Cdr:
+        case Op::Check:
+        case Op::EnvRef:
+          if (ip->a == r) return true;
+          break;
+        case Op::If:
+          if (ip->a == r || reads(ip->then_, r, nullptr, nullptr) || reads(ip->else_, r, nullptr, nullptr)) return true;
+          break;
+        case Op::Lambda:
+          for (int k = 0; k < ip->ncaps; k++)
+            if (ip->caps[k] == r) return true;
+          break;
+        default:  // App, Cons, Sens, BackCall
+          if (ip->a == r || ip->b == r || (ip->op == Op::App && ip->op2 == AppPair && ip->b2 == r)) return true;
+          break;
+      }
+    }
+    return false;
+  }
+
+  // How a tail call of the body's own lambda can loop here: whether it may (as apply_core would
+  // run the body again over the callee's environment), and whether the body starts by taking its
+  // argument apart and reads it nowhere else (then a pair argument is never made).
+  bool self_loop = false;
+  const Instr* arg_car = nullptr;
+  const Instr* arg_cdr = nullptr;
+  void plan_self_loop(const Code* c) {
+    Lambda* lam = c->lam;
+    self_loop = lam && !lam->native1 && !lam->native_split1 && !lam->raw_bp && !lam->raw_variant && lam->code == c;
+    if (!self_loop || c->n < 2) return;
+    const Instr* i0 = &c->ins[0];
+    const Instr* i1 = &c->ins[1];
+    if (i0->op == Op::Cdr) std::swap(i0, i1);
+    if (i0->op != Op::Car || i1->op != Op::Cdr || i0->a != 0 || i1->a != 0) return;
+    // the argument is dead once the second one has written over its slot; else, unread after
+    if (c->ins[0].x == 0 || (c->ins[1].x != 0 && reads(c, 0, i0, i1))) return;
+    arg_car = i0;
+    arg_cdr = i1;
+  }
+
+  void emit_self_tail(const Instr* ip) {
+    Label slow = a.newLabel();
+    load(xr::rax, ip->a);
+    a.test(xr::al, 15);
+    a.jnz(slow);
+    a.cmp(xr::rax, 0xff);
+    a.jbe(slow);
+    a.mov(xr::rdx, xr::rax);
+    a.shr(xr::rdx, 48);
+    a.jnz(slow);
+    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
+    a.jne(slow);
+    a.mov(xr::rcx, (uint64_t)top->lam);
+    a.cmp(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
+    a.jne(slow);
+    a.mov(xr::qword_ptr(kEx, offsetof(Exec, self)), xr::rax);
+    count(offsetof(WorkCounters, applications));
+    a.mov(xr::rdi, kEx);
+    a.mov(xr::rsi, (uint64_t)ip);
+    call((const void*)&vlad_jit_self_tail);
+    check_continue();
+    bool parts = arg_car && ip->op2 == AppPair;
+    if (parts) {
+      load(xr::rax, ip->b);
+      load(xr::rcx, ip->b2);
+    } else if (ip->op2 != AppPair) {
+      load(xr::rax, ip->b);
+    } else {
+      a.mov(xr::rdi, kEx);
+      a.mov(xr::rsi, (uint64_t)ip);
+      call((const void*)&vlad_jit_arg_pair);
+      check_continue();
+      a.mov(xr::rax, xr::qword_ptr(kEx, offsetof(Exec, arg)));
+    }
+    // the callee's environment (its arguments were read from the caller's)
+    a.mov(xr::rdx, xr::qword_ptr(kEx, offsetof(Exec, self)));
+    a.lea(kEnv, xr::qword_ptr(xr::rdx, closure_env));
+    a.mov(xr::qword_ptr(kEx, offsetof(Exec, env)), kEnv);
+    count(offsetof(WorkCounters, steps), top->n);
+    if (parts) {
+      store(arg_car->x, xr::rax);
+      store(arg_cdr->x, xr::rcx);
+      a.jmp(top_labels[2]);
+    } else {
+      store(0, xr::rax);
+      a.jmp(top_labels[0]);
+    }
+    a.bind(slow);
+    step(ip);
+  }
+
   void emit_app(const Instr* ip) {
+    if (self_loop && ip->tail && !ip->split && !ip->raw_call && !ip->chain_call) {
+      emit_self_tail(ip);
+      return;
+    }
     Prim* p = nullptr;
     Inline form = Inline::None;
     if (!ip->tail && !ip->split && !ip->raw_call && !ip->chain_call && (p = known_prim(ip->a)))
@@ -179,7 +315,14 @@ struct Emitter {
     a.mov(xr::rdx, (uint64_t)p);
     a.cmp(xr::rax, xr::rdx);
     a.jne(slow);
-    if (form == Inline::NullP || form == Inline::PairP) {
+    if (form == Inline::Car || form == Inline::Cdr) {
+      load(xr::rax, ip->b);
+      pair_guard(slow);
+      a.mov(xr::rax, xr::qword_ptr(xr::rax, form == Inline::Car ? pair_car : pair_cdr));
+      store(ip->x, xr::rax);
+      count(offsetof(WorkCounters, applications));
+      a.jmp(done);
+    } else if (form == Inline::NullP || form == Inline::PairP) {
       load(xr::rax, ip->b);
       Label yes = a.newLabel(), no = a.newLabel(), out = a.newLabel();
       if (form == Inline::NullP) {
@@ -274,9 +417,7 @@ struct Emitter {
     Label slow = a.newLabel(), done = a.newLabel();
     load(xr::rax, ip->a);
     pair_guard(slow);
-    static const Pair probe{};
-    const Value& part = ip->op == Op::Car ? probe.car : probe.cdr;
-    a.mov(xr::rax, xr::qword_ptr(xr::rax, (int32_t)((const char*)&part - (const char*)&probe)));
+    a.mov(xr::rax, xr::qword_ptr(xr::rax, ip->op == Op::Car ? pair_car : pair_cdr));
     store(ip->x, xr::rax);
     a.jmp(done);
     a.bind(slow);
@@ -367,8 +508,6 @@ struct Emitter {
 
   void emit(const Instr* ip) {
     instructions++;
-    static int mask = getenv("VLAD_JIT_MASK") ? atoi(getenv("VLAD_JIT_MASK")) : 0;
-    if (mask & (1 << (int)ip->op)) { step(ip); scope.push_back(ip); return; }
     switch (ip->op) {
       case Op::Const:
         a.mov(xr::rax, ip->kbits);
@@ -388,8 +527,22 @@ struct Emitter {
     scope.push_back(ip);
   }
 
+  void dump(const Code* c) {
+    static const char* names[] = {"const", "copy", "global", "app", "lambda", "cons", "car", "cdr",
+                                  "check", "if", "envref", "backcall", "sens"};
+    fprintf(stderr, "native: %s, %d instructions, self loop %s%s\n", c->lam && c->lam->name ? c->lam->name : "lambda",
+            c->n, self_loop ? "yes" : "no", arg_car ? ", argument taken apart without a pair" : "");
+    for (int i = 0; i < c->n; i++) {
+      const Instr& in = c->ins[i];
+      fprintf(stderr, "  %2d %-8s x=%d a=%d b=%d%s%s\n", i, names[(int)in.op], in.x, in.a, in.b,
+              in.op2 == AppPair ? " (pair arg)" : "", in.tail ? " tail" : "");
+    }
+  }
+
   void body(const Code* c) {
     top = c;
+    plan_self_loop(c);
+    if (getenv("VLAD_JIT_DUMP")) dump(c);  // a developer's view of what is compiled (docs/native-tier.md)
     for (int i = 0; i <= c->n; i++) top_labels.push_back(a.newLabel());
     // prologue: six callee-saved registers, the stack 16-byte aligned at calls
     a.push(xr::rbp);

@@ -369,6 +369,28 @@ TEST_CASE("api: meter() counts steps, applications, allocation and what backprop
   CHECK(run(1000).retained_peak == 0);
 }
 
+TEST_CASE("api: the native tier can be set; answers and counts do not depend on it") {
+  auto run = [](bool on, vlad::Interpreter::Meter* m) {
+    vlad::Interpreter vm;
+    vm.set_jit(on);
+    vm.set_jit_threshold(1);
+    CHECK(vm.jit() == (on && vlad::Interpreter::jit_supported()));
+    vm.eval_string("(define (f x n) (let loop ((k 0) (acc x)) (if (= k n) acc (loop (+ k 1) (* acc (sin acc))))))");
+    vm.meter_reset();
+    double r = vlad::to_real(vm.eval_string("((gradient (lambda (x) (f x 100))) 0.5)"));
+    *m = vm.meter();
+    return r;
+  };
+  vlad::Interpreter::Meter off, on;
+  double a = run(false, &off), b = run(true, &on);
+  CHECK(a == b);
+  CHECK(off.operations == on.operations);
+  CHECK(off.steps == on.steps);
+  CHECK(off.applications == on.applications);
+  CHECK(off.native_bodies == 0);
+  if (vlad::Interpreter::jit_supported()) CHECK(on.native_bodies > 0);
+}
+
 TEST_CASE("api: the heap limit can be read and set") {
   std::size_t was = vlad::Interpreter::heap_limit();
   CHECK(was > 0);
