@@ -10,7 +10,7 @@ SRC = $(wildcard src/values/*.cpp src/eval/*.cpp src/ad/*.cpp src/prims/*.cpp sr
 OBJ = $(SRC:%.cpp=$(BUILD)/%.o) $(BUILD)/src/prims/prelude_gen.o
 HDR = $(wildcard src/*.hpp src/*/*.hpp)
 
-.PHONY: all deps test unit vlad-tests demo bench fuzz install ubsan clean
+.PHONY: all deps test unit vlad-tests demo bench fuzz fuzz-diff install ubsan clean
 
 all: $(BUILD)/vlad $(BUILD)/libvlad.a
 
@@ -55,6 +55,9 @@ bench: all
 
 fuzz: all $(BUILD)/fuzz
 	$(BUILD)/fuzz 10000 tests/vlad/*.vlad ../shared/conformance/*.vlad
+
+fuzz-diff: all $(BUILD)/fuzz
+	$(BUILD)/fuzz --diff 10000 tests/vlad/*.vlad ../shared/conformance/*.vlad
 
 $(BUILD)/fuzz: tests/fuzz/fuzz.cpp $(BUILD)/libvlad.a
 	$(CXX) $(CXXFLAGS) -Isrc $< $(BUILD)/libvlad.a -o $@ $(LDLIBS)
