@@ -83,6 +83,11 @@ void install_linear_forward(Lambda* f);
 constexpr uint32_t kConstLeafAux = 0xFFFFFFFFu;
 Value const_leaf(double r);
 inline bool is_const_leaf(Value v) { return v.is_obj() && v.as_obj()->kind == Kind::Reverse && v.as_obj()->aux == kConstLeafAux; }
+// For the native tier: the node (reverse y) of a binary arithmetic primitive applied to x1, x2
+// at the first level (its backpropagator is its kViewBpNode view), and whether a rule lambda
+// computes its forward phase that way (rev_binary_s2).
+Value make_rev_node(Prim* p, double y, double x1, double x2);
+bool is_rev_binary_rule(Lambda* rule);
 
 // ---- views of backpropagators (native.cpp; Value::is_view) ----
 // The backpropagator of a builtin primitive applied at the first level of transformation, made

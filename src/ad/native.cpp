@@ -194,6 +194,12 @@ Value make_node(Prim* p, double y, int nargs, double x1, double x2) {
 
 inline int node_args(NativeOp op) { return op == N_ADD || op == N_SUB ? 0 : op >= N_SQRT ? 1 : 2; }
 
+}  // namespace
+
+Value make_rev_node(Prim* p, double y, double x1, double x2) { return make_node(p, y, node_args(op_of(p)), x1, x2); }
+
+namespace {
+
 bool rev_unary_s(Closure* c, Value v, Value* out) {
   double x;
   if (!plain_reverse(v, x)) return false;
@@ -228,6 +234,12 @@ bool rev_binary_s1(Closure* c, Value v, Value* out) {
   if (is_lazy(v)) v = force(v);
   return is_pair(v) && rev_binary_s2(c, car(v), cdr(v), out);
 }
+
+}  // namespace
+
+bool is_rev_binary_rule(Lambda* rule) { return rule->native_split2 == rev_binary_s2; }
+
+namespace {
 
 // The backpropagator of a projection or of a constant-sensitivity primitive, which closes over
 // its argument xr: a view of xr when xr is an object, else the closure.

@@ -413,6 +413,8 @@ Exit Exec::interpret(const Code* c, int start) {
 // Errors raised in runtime calls of native code wait here while the native frames return.
 static thread_local std::exception_ptr jit_pending;
 
+void jit_keep_error() { jit_pending = std::current_exception(); }
+
 Exit Exec::run_native(const Code* c, int start) {
   int r = c->native(this, start, &work, current->meter.data());
   if (r != kThrown) return Exit(r);

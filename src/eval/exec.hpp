@@ -57,6 +57,8 @@ constexpr int kThrown = 4;
 void jit_compile(Code* c);
 // Whether the tier is available on this machine (x86-64 with asmjit).
 bool jit_supported();
+// Keeps the error being handled for run_native (a runtime call's catch clause calls it).
+void jit_keep_error();
 // The runtime calls native code makes (eval.cpp): each runs one piece of the interpreter and
 // returns Exec::kContinue, an Exit, or kThrown with the error kept for `run`.
 extern "C" {

@@ -62,12 +62,20 @@ int32_t field_offset(const T& probe, const F& field) {
 }
 const Pair pair_probe{};
 const int32_t pair_car = field_offset(pair_probe, pair_probe.car), pair_cdr = field_offset(pair_probe, pair_probe.cdr);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+const int32_t lambda_split2 = (int32_t)offsetof(Lambda, native_split2), lambda_prim = (int32_t)offsetof(Lambda, native_prim);
+const int32_t binding_cache_in = (int32_t)offsetof(Binding, cache_in), binding_cache_out = (int32_t)offsetof(Binding, cache_out);
+#pragma GCC diagnostic pop
+const RevNode node_probe{};
+const int32_t node_v = field_offset(node_probe, node_probe.v), node_x1 = field_offset(node_probe, node_probe.x1),
+              node_x2 = field_offset(node_probe, node_probe.x2);
 const Closure closure_probe{};
 const int32_t closure_lambda = field_offset(closure_probe, closure_probe.lambda),
               closure_env = field_offset(closure_probe, closure_probe.env);
 constexpr uint64_t kCanonicalNaN = 0x7ff8000000000000ull;
 
-enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, Car, Cdr };
+enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, Car, Cdr, Plus };
 
 // Which inline form a primitive gets, if any.
 Inline inline_form(Prim* p, bool pair_arg) {
@@ -88,6 +96,7 @@ Inline inline_form(Prim* p, bool pair_arg) {
       if (n == intern("<=")) return Inline::Le;
       if (n == intern(">=")) return Inline::Ge;
     }
+    if (p->cls == PrimClass::AD && n == intern("plus")) return Inline::Plus;
     return Inline::None;
   }
   if (p->arity != 1 || !p->fn1) return Inline::None;
@@ -97,6 +106,17 @@ Inline inline_form(Prim* p, bool pair_arg) {
   if (p->cls == PrimClass::Structural && p->name == intern("car")) return Inline::Car;
   if (p->cls == PrimClass::Structural && p->name == intern("cdr")) return Inline::Cdr;
   return Inline::None;
+}
+
+// (reverse y) of a binary primitive's first-level forward phase; 0 when allocating failed (the
+// heap limit), with the error kept.
+extern "C" uint64_t vlad_jit_node(Prim* p, double y, double x1, double x2) {
+  try {
+    return make_rev_node(p, y, x1, x2).bits;
+  } catch (...) {
+    jit_keep_error();
+    return 0;
+  }
 }
 
 struct Emitter {
@@ -180,14 +200,18 @@ struct Emitter {
   }
 
   // The primitive slot r holds when it was set by a Global of an untransformed builtin in view.
+  // (or by a constant: the transforms put primitives such as `plus` into code as constants).
+  // The search looks back a bounded way, so that compiling stays linear in the code's size.
   Prim* known_prim(int r) {
     if (r < 0) return nullptr;
-    for (size_t k = scope.size(); k-- > 0;) {
+    for (size_t k = scope.size(), seen = 0; k-- > 0 && seen < 64; seen++) {
       const Instr* w = scope[k];
       bool writes = w->x == r || (w->split && (w->x2 == r || (w->split3 && w->x3 == r)));
       if (!writes) continue;
-      if (w->op != Op::Global || *w->src->xf) return nullptr;
-      Value v = w->src->cell->value;
+      Value v;
+      if (w->op == Op::Const) v = w->k();
+      else if (w->op == Op::Global && !*w->src->xf) v = w->src->cell->value;
+      else return nullptr;
       if (!is(v, Kind::Prim)) return nullptr;
       return static_cast<Prim*>(v.as_obj());
     }
@@ -297,7 +321,203 @@ struct Emitter {
     step(ip);
   }
 
+  const void* rule_split2 = nullptr;
+  // The reverse version of a binary arithmetic primitive that slot r holds, when a transformed
+  // global in view set it (its cached value: the interpreter has run it), else null.
+  Prim* known_rev_rule(int r) {
+    if (r < 0) return nullptr;
+    for (size_t k = scope.size(), seen = 0; k-- > 0 && seen < 64; seen++) {
+      const Instr* w = scope[k];
+      bool writes = w->x == r || (w->split && (w->x2 == r || (w->split3 && w->x3 == r)));
+      if (!writes) continue;
+      if (w->op != Op::Global || !*w->src->xf || w->src->cache_in != w->src->cell->value) return nullptr;
+      Value v = w->src->cache_out;
+      if (!is(v, Kind::Closure)) return nullptr;
+      Lambda* lam = static_cast<Closure*>(v.as_obj())->lambda;
+      Prim* p = lam->native_prim;
+      if (!p || !is_rev_binary_rule(lam) || p->cls != PrimClass::Arith) return nullptr;
+      rule_split2 = (const void*)lam->native_split2;
+      return p->name == intern("+") || p->name == intern("-") || p->name == intern("*") || p->name == intern("/") ? p : nullptr;
+    }
+    return nullptr;
+  }
+
+  // xmm = the real of a plain first-level reverse value in g (a Reverse object holding a real,
+  // or a view of (*j r) for a real r in a pair), `leaf` = whether it is a constant leaf;
+  // anything else jumps to `fail`. Clobbers rdx.
+  void rev_real(const xr::Gp& g, const xr::Xmm& x, const xr::Gp& leaf, Label fail) {
+    Label view = a.newLabel(), have = a.newLabel();
+    a.xor_(leaf.r32(), leaf.r32());
+    a.cmp(g, 0xff);
+    a.jbe(fail);
+    a.mov(xr::rdx, g);
+    a.shr(xr::rdx, 48);
+    a.jnz(fail);
+    a.test(g.r8(), 15);
+    a.jnz(view);
+    a.cmp(xr::dword_ptr(g, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
+    a.jne(fail);
+    a.cmp(xr::dword_ptr(g, (int32_t)offsetof(Obj, aux)), (int32_t)kConstLeafAux);
+    a.sete(leaf.r8());
+    a.mov(g, xr::qword_ptr(g, node_v));
+    a.jmp(have);
+    a.bind(view);  // kViewJCar / kViewJCdr: the part of the pair
+    a.mov(xr::rdx, g);
+    a.and_(xr::rdx, 15);
+    a.and_(g, -16);
+    a.cmp(xr::rdx, (int32_t)kViewJCar);
+    Label cdr_side = a.newLabel();
+    a.jne(cdr_side);
+    a.mov(g, xr::qword_ptr(g, pair_car));
+    a.jmp(have);
+    a.bind(cdr_side);
+    a.cmp(xr::rdx, (int32_t)kViewJCdr);
+    a.jne(fail);
+    a.mov(g, xr::qword_ptr(g, pair_cdr));
+    a.bind(have);
+    unbox(g, x, fail);
+  }
+
+  // x, x2 = (value . backpropagator) of a binary arithmetic primitive's reverse version applied
+  // to two plain reverse reals: the node is made here (rev_binary_s2's work).
+  void emit_rev_binary(const Instr* ip, Prim* p) {
+    Label slow = a.newLabel(), done = a.newLabel();
+    load(xr::rax, ip->a);
+    a.test(xr::al, 15);
+    a.jnz(slow);
+    a.cmp(xr::rax, 0xff);
+    a.jbe(slow);
+    a.mov(xr::rdx, xr::rax);
+    a.shr(xr::rdx, 48);
+    a.jnz(slow);
+    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
+    a.jne(slow);
+    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+    a.mov(xr::rcx, (uint64_t)p);
+    a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::rcx);
+    a.jne(slow);
+    a.mov(xr::rcx, (uint64_t)rule_split2);  // a rule whose forward phase is rev_binary_s2
+    a.cmp(xr::qword_ptr(xr::rdx, lambda_split2), xr::rcx);
+    a.jne(slow);
+    load(xr::rax, ip->b);
+    rev_real(xr::rax, xr::xmm1, xr::r10, slow);
+    load(xr::rcx, ip->b2);
+    rev_real(xr::rcx, xr::xmm2, xr::r11, slow);
+    a.and_(xr::r10d, xr::r11d);
+    a.jnz(slow);  // two constants: nothing is recorded (the interpreter makes a constant leaf)
+    count(offsetof(WorkCounters, applications));
+    a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
+    a.movsd(xr::xmm0, xr::xmm1);
+    if (p->name == intern("+")) a.addsd(xr::xmm0, xr::xmm2);
+    else if (p->name == intern("-")) a.subsd(xr::xmm0, xr::xmm2);
+    else if (p->name == intern("*")) a.mulsd(xr::xmm0, xr::xmm2);
+    else a.divsd(xr::xmm0, xr::xmm2);
+    a.mov(xr::rdi, (uint64_t)p);
+    call((const void*)&vlad_jit_node);
+    Label made = a.newLabel();
+    a.test(xr::rax, xr::rax);
+    a.jnz(made);
+    a.mov(xr::eax, kThrown);
+    a.jmp(ret);
+    a.bind(made);
+    store(ip->x, xr::rax);
+    a.or_(xr::rax, (int32_t)kViewBpNode);
+    store(ip->x2, xr::rax);
+    a.jmp(done);
+    a.bind(slow);
+    step(ip);
+    a.bind(done);
+  }
+
+  // (f̄ car-x̄ cdr-x̄) = the backpropagator of a +, - or * node called on a real ȳ (back_node's
+  // work, with its counts); anything else: the interpreter.
+  void emit_back_node(const Instr* ip) {
+    Label slow = a.newLabel(), done = a.newLabel(), add = a.newLabel(), sub = a.newLabel(), mul = a.newLabel(),
+          out = a.newLabel();
+    load(xr::rax, ip->a);
+    a.mov(xr::rdx, xr::rax);
+    a.and_(xr::rdx, 15);
+    a.cmp(xr::rdx, (int32_t)kViewBpNode);
+    a.jne(slow);
+    a.mov(xr::rdx, xr::rax);
+    a.shr(xr::rdx, 48);
+    a.jnz(slow);
+    a.cmp(xr::rax, 0xff);
+    a.jbe(slow);
+    a.and_(xr::rax, -16);  // the node
+    load(xr::rcx, ip->b);  // ȳ, boxed
+    a.mov(xr::r8, kOffset);
+    a.cmp(xr::rcx, xr::r8);
+    a.jb(slow);
+    a.mov(xr::rdx, xr::rcx);
+    a.sub(xr::rdx, xr::r8);
+    a.movq(xr::xmm0, xr::rdx);  // ȳ
+    a.mov(xr::edx, xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, aux)));
+    a.cmp(xr::edx, current->prim("+")->id + 1);
+    a.je(add);
+    a.cmp(xr::edx, current->prim("-")->id + 1);
+    a.je(sub);
+    a.cmp(xr::edx, current->prim("*")->id + 1);
+    a.je(mul);
+    a.jmp(slow);
+    a.bind(add);  // (ȳ, ȳ)
+    a.mov(xr::rax, xr::rcx);
+    a.jmp(out);
+    a.bind(sub);  // (ȳ, 0 - ȳ)
+    a.add(xr::qword_ptr(kMeter, current->prim("-")->id * 8), 1);
+    a.xorpd(xr::xmm1, xr::xmm1);
+    a.subsd(xr::xmm1, xr::xmm0);
+    a.movsd(xr::xmm0, xr::xmm1);
+    box();
+    a.jmp(out);
+    a.bind(mul);  // (x2 ȳ, x1 ȳ)
+    a.add(xr::qword_ptr(kMeter, current->prim("*")->id * 8), 2);
+    a.mov(xr::rdx, xr::qword_ptr(xr::rax, node_x1));
+    a.mov(xr::r9, xr::qword_ptr(xr::rax, node_x2));
+    a.sub(xr::rdx, xr::r8);
+    a.sub(xr::r9, xr::r8);
+    a.movq(xr::xmm1, xr::rdx);
+    a.movq(xr::xmm2, xr::r9);
+    a.mulsd(xr::xmm1, xr::xmm0);  // x1 ȳ
+    a.mulsd(xr::xmm2, xr::xmm0);  // x2 ȳ
+    a.movsd(xr::xmm0, xr::xmm2);
+    box();
+    a.mov(xr::rcx, xr::rax);  // car x̄ = x2 ȳ
+    a.movsd(xr::xmm0, xr::xmm1);
+    box();  // cdr x̄ = x1 ȳ
+    a.bind(out);  // rcx: car x̄, rax: cdr x̄
+    count(offsetof(WorkCounters, applications));
+    a.mov(xr::edx, (int32_t)Value::kNil);
+    store(ip->x, xr::rdx);
+    store(ip->x2, xr::rcx);
+    store(ip->x3, xr::rax);
+    a.jmp(done);
+    a.bind(slow);
+    step(ip);
+    a.bind(done);
+  }
+
+  // rax, rcx = the two arguments of a binary primitive: the instruction's two operands, or the
+  // parts of its one operand, a pair (else `fail`).
+  void load_pair_args(const Instr* ip, Label fail) {
+    if (ip->op2 == AppPair) {
+      load(xr::rax, ip->b);
+      load(xr::rcx, ip->b2);
+      return;
+    }
+    load(xr::rax, ip->b);
+    pair_guard(fail);
+    a.mov(xr::rcx, xr::qword_ptr(xr::rax, pair_cdr));
+    a.mov(xr::rax, xr::qword_ptr(xr::rax, pair_car));
+  }
+
   void emit_app(const Instr* ip) {
+    if (ip->split && ip->op2 == AppPair && !ip->tail && !ip->raw_call && !ip->chain_call) {
+      if (Prim* p = known_rev_rule(ip->a)) {
+        emit_rev_binary(ip, p);
+        return;
+      }
+    }
     if (self_loop && ip->tail && !ip->split && !ip->raw_call && !ip->chain_call) {
       emit_self_tail(ip);
       return;
@@ -305,7 +525,7 @@ struct Emitter {
     Prim* p = nullptr;
     Inline form = Inline::None;
     if (!ip->tail && !ip->split && !ip->raw_call && !ip->chain_call && (p = known_prim(ip->a)))
-      form = inline_form(p, ip->op2 == AppPair);
+      form = inline_form(p, ip->op2 == AppPair || p->arity == 2);  // (a pair built before, taken apart)
     if (form == Inline::None) {
       step(ip);
       return;
@@ -355,9 +575,28 @@ struct Emitter {
       call((const void*)p->fn1);  // a real: it cannot fail
       store(ip->x, xr::rax);
       a.jmp(done);
+    } else if (form == Inline::Plus) {
+      // sensitivities: a placeholder zero adds nothing; two reals add (no operation is counted,
+      // as in `plus`); anything else: the interpreter
+      Label real_sum = a.newLabel(), out = a.newLabel();
+      load_pair_args(ip, slow);
+      a.cmp(xr::rcx, (int32_t)Value::kZeroSens);
+      a.je(out);  // rax: a
+      a.cmp(xr::rax, (int32_t)Value::kZeroSens);
+      a.jne(real_sum);
+      a.mov(xr::rax, xr::rcx);
+      a.jmp(out);
+      a.bind(real_sum);
+      unbox(xr::rax, xr::xmm0, slow);
+      unbox(xr::rcx, xr::xmm1, slow);
+      a.addsd(xr::xmm0, xr::xmm1);
+      box();
+      a.bind(out);
+      store(ip->x, xr::rax);
+      count(offsetof(WorkCounters, applications));
+      a.jmp(done);
     } else {
-      load(xr::rax, ip->b);
-      load(xr::rcx, ip->b2);
+      load_pair_args(ip, slow);
       if (form == Inline::Call2) {
         a.mov(xr::r8, kOffset);
         a.cmp(xr::rax, xr::r8);
@@ -426,15 +665,17 @@ struct Emitter {
   }
 
   void emit_global(const Instr* ip) {
-    if (*ip->src->xf) {  // a transformed global: the interpreter's cache
-      step(ip);
-      return;
-    }
     Label slow = a.newLabel(), done = a.newLabel();
     a.mov(xr::rax, (uint64_t)&ip->src->cell->value);
     a.mov(xr::rax, xr::qword_ptr(xr::rax));
     a.cmp(xr::rax, (int32_t)Value::kUnbound);
     a.je(slow);
+    if (*ip->src->xf) {  // a transformed global: its transform, cached for the cell's value
+      a.mov(xr::rdx, (uint64_t)ip->src);
+      a.cmp(xr::rax, xr::qword_ptr(xr::rdx, binding_cache_in));
+      a.jne(slow);
+      a.mov(xr::rax, xr::qword_ptr(xr::rdx, binding_cache_out));
+    }
     store(ip->x, xr::rax);
     a.jmp(done);
     a.bind(slow);
@@ -522,20 +763,33 @@ struct Emitter {
       case Op::Car:
       case Op::Cdr: emit_car_cdr(ip); break;
       case Op::If: emit_if(ip); break;
+      case Op::BackCall:
+        if (ip->split3) emit_back_node(ip);
+        else step(ip);
+        break;
       default: step(ip); break;
     }
     scope.push_back(ip);
   }
 
   void dump(const Code* c) {
-    static const char* names[] = {"const", "copy", "global", "app", "lambda", "cons", "car", "cdr",
-                                  "check", "if", "envref", "backcall", "sens"};
     fprintf(stderr, "native: %s, %d instructions, self loop %s%s\n", c->lam && c->lam->name ? c->lam->name : "lambda",
             c->n, self_loop ? "yes" : "no", arg_car ? ", argument taken apart without a pair" : "");
+    dump_code(c, 2);
+  }
+  static void dump_code(const Code* c, int indent) {
+    static const char* names[] = {"const", "copy", "global", "app", "lambda", "cons", "car", "cdr",
+                                  "check", "if", "envref", "backcall", "sens"};
     for (int i = 0; i < c->n; i++) {
       const Instr& in = c->ins[i];
-      fprintf(stderr, "  %2d %-8s x=%d a=%d b=%d%s%s\n", i, names[(int)in.op], in.x, in.a, in.b,
-              in.op2 == AppPair ? " (pair arg)" : "", in.tail ? " tail" : "");
+      fprintf(stderr, "%*s%2d %-8s x=%d a=%d b=%d%s%s%s%s\n", indent, "", i, names[(int)in.op], in.x, in.a, in.b,
+              in.op2 == AppPair ? " (pair arg)" : "", in.tail ? " tail" : "", in.split ? " split" : "",
+              in.op == Op::Global && *in.src->xf ? " (transformed)" : "");
+      if (in.op == Op::If) {
+        dump_code(in.then_, indent + 4);
+        fprintf(stderr, "%*selse\n", indent + 2, "");
+        dump_code(in.else_, indent + 4);
+      }
     }
   }
 
