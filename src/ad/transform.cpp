@@ -999,7 +999,14 @@ void ensure_body(Lambda* lam) {
   r.L = src;
   r.RL = lam;
   r.fw = std::move(m);
-  r.run();
+  try {
+    r.run();
+  } catch (...) {
+    // Interrupted (Ctrl-C while a primitive's rule was being built, say) or out of heap: the
+    // half-made body must not be taken for the transform, which is made again on next need.
+    lam->body = nullptr;
+    throw;
+  }
 }
 
 Lambda* forward_transform(Lambda* lam) { return transform_lambda(lam, 'F'); }

@@ -115,3 +115,33 @@ TEST_CASE("plus with a lazy zero returns the other operand itself") {
   Value r = run("(define l (iota 1000)) (plus l (zero l))");
   CHECK(r == run("l"));
 }
+
+TEST_CASE("a transform interrupted half-way is made again, not used half-made") {
+  // (found by the differential fuzzer: Ctrl-C while the reverse transform of the prelude's
+  // gradient, which holds *j and sensitize as constants, built their rules left a body without
+  // its result, and a later transform of it crashed)
+  Interp* in = nullptr;
+  run_on_big_stack(nullptr, [&] { in = new Interp(); });
+  bool threw = false, remade = false;
+  std::string answer;
+  run_on_big_stack(in, [&] {
+    Value g;
+    run_text(*in, "(gradient (lambda (x) (* x (sin x))))", intern("<test>"), RunOptions(), [&](Value v, Pos) { g = v; });
+    Lambda* R = reverse_transform(static_cast<Closure*>(g.as_obj())->lambda);
+    in->interrupt = true;  // as if Ctrl-C came while R is made: the rules of *j ... are built then
+    try {
+      ensure_body(R);
+    } catch (const Error& e) {
+      threw = std::string(e.what()) == "interrupted";
+    }
+    in->interrupt = false;
+    if (threw) CHECK(R->body == nullptr);
+    ensure_body(R);
+    remade = R->body != nullptr && R->body->result != nullptr;
+    run_text(*in, "(define (g x) (* x (sin x))) ((gradient (gradient g)) 1)", intern("<test>"), RunOptions(),
+             [&](Value v, Pos) { answer = write_string(v); });
+  });
+  CHECK(threw);
+  CHECK(remade);
+  CHECK(answer == "0.23913362692838303");  // 2 cos 1 - sin 1
+}
