@@ -257,14 +257,7 @@ Session* open_session() {
 
 void close_session(Session* s) {
   enter();
-  Interp* in = s->in;
-  for (auto& [name, c] : in->prelude_cells) GC_FREE(c);
-  for (auto& [name, c] : in->user_cells) GC_FREE(c);
-  for (Prim* p : in->prims) {
-    delete p->host;
-    GC_FREE(p);
-  }
-  delete in;
+  destroy_interp(s->in);
   delete s;
 }
 

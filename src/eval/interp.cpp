@@ -20,6 +20,17 @@ void mark_raw_backpropagator(Lambda* outer) {
 }
 }  // namespace
 
+void destroy_interp(Interp* in) {
+  for (auto& [name, c] : in->prelude_cells) GC_FREE(c);
+  for (auto& [name, c] : in->user_cells) GC_FREE(c);
+  for (Prim* p : in->prims) {
+    delete p->host;
+    GC_FREE(p);
+  }
+  if (in->zero_bp) GC_FREE(in->zero_bp);
+  delete in;
+}
+
 Interp::Interp() {
   gc_init();
   // A reverse pass keeps its whole forward phase alive until the backpropagator runs, so the

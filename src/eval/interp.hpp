@@ -47,10 +47,15 @@ struct Interp {
   Lambda* tangent_fn = nullptr;
 
   Interp();
+  // (destroy_interp ends one: its cells and primitives are roots until then)
   Cell* cell(const char* name, bool prelude);
   Prim* prim(const char* name) { return prim_by_name.at(intern(name)); }
   void add_prim(Prim* p);
 };
+
+// Frees an interpreter: its global cells and primitives (roots for the collector: what they held
+// becomes garbage), then the object itself.
+void destroy_interp(Interp* in);
 
 // The interpreter running on this thread (set by the API and the CLI around each evaluation).
 extern __thread Interp* current;

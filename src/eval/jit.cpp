@@ -186,8 +186,8 @@ struct Emitter {
     a.mov(xr::r8, kOffset);
     a.add(xr::rax, xr::r8);
   }
-  // Jumps to `fail` unless rax holds a pair.
-  void pair_guard(Label fail) {
+  // Jumps to `fail` unless rax holds an object (Value::is_obj) of kind k. Clobbers rdx.
+  void kind_guard(Kind k, Label fail) {
     a.test(xr::al, 15);
     a.jnz(fail);
     a.cmp(xr::rax, 0xff);
@@ -195,19 +195,39 @@ struct Emitter {
     a.mov(xr::rdx, xr::rax);
     a.shr(xr::rdx, 48);
     a.jnz(fail);
-    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
+    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)k);
     a.jne(fail);
+  }
+  void pair_guard(Label fail) { kind_guard(Kind::Pair, fail); }
+
+  // An instruction's inline fast path, `fast(slow)`, which jumps to `slow` when a guard fails
+  // and otherwise falls through; the interpreter runs the instruction at `slow`.
+  template <class F>
+  void guarded(const Instr* ip, F fast) {
+    Label slow = a.newLabel(), done = a.newLabel();
+    fast(slow);
+    a.jmp(done);
+    a.bind(slow);
+    step(ip);
+    a.bind(done);
   }
 
   // The primitive slot r holds when it was set by a Global of an untransformed builtin in view.
   // (or by a constant: the transforms put primitives such as `plus` into code as constants).
   // The search looks back a bounded way, so that compiling stays linear in the code's size.
-  Prim* known_prim(int r) {
+  // The instruction in view that last wrote frame slot r (none for the environment, or when it
+  // is further back than the search goes).
+  const Instr* writer(int r) {
     if (r < 0) return nullptr;
     for (size_t k = scope.size(), seen = 0; k-- > 0 && seen < 64; seen++) {
       const Instr* w = scope[k];
-      bool writes = w->x == r || (w->split && (w->x2 == r || (w->split3 && w->x3 == r)));
-      if (!writes) continue;
+      if (w->x == r || (w->split && (w->x2 == r || (w->split3 && w->x3 == r)))) return w;
+    }
+    return nullptr;
+  }
+
+  Prim* known_prim(int r) {
+    if (const Instr* w = writer(r)) {
       Value v;
       if (w->op == Op::Const) v = w->k();
       else if (w->op == Op::Global && !*w->src->xf) v = w->src->cell->value;
@@ -273,15 +293,7 @@ struct Emitter {
   void emit_self_tail(const Instr* ip) {
     Label slow = a.newLabel();
     load(xr::rax, ip->a);
-    a.test(xr::al, 15);
-    a.jnz(slow);
-    a.cmp(xr::rax, 0xff);
-    a.jbe(slow);
-    a.mov(xr::rdx, xr::rax);
-    a.shr(xr::rdx, 48);
-    a.jnz(slow);
-    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
-    a.jne(slow);
+    kind_guard(Kind::Closure, slow);
     a.mov(xr::rcx, (uint64_t)top->lam);
     a.cmp(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
     a.jne(slow);
@@ -325,11 +337,7 @@ struct Emitter {
   // The reverse version of a binary arithmetic primitive that slot r holds, when a transformed
   // global in view set it (its cached value: the interpreter has run it), else null.
   Prim* known_rev_rule(int r) {
-    if (r < 0) return nullptr;
-    for (size_t k = scope.size(), seen = 0; k-- > 0 && seen < 64; seen++) {
-      const Instr* w = scope[k];
-      bool writes = w->x == r || (w->split && (w->x2 == r || (w->split3 && w->x3 == r)));
-      if (!writes) continue;
+    if (const Instr* w = writer(r)) {
       if (w->op != Op::Global || !*w->src->xf || w->src->cache_in != w->src->cell->value) return nullptr;
       Value v = w->src->cache_out;
       if (!is(v, Kind::Closure)) return nullptr;
@@ -381,120 +389,106 @@ struct Emitter {
   // x, x2 = (value . backpropagator) of a binary arithmetic primitive's reverse version applied
   // to two plain reverse reals: the node is made here (rev_binary_s2's work).
   void emit_rev_binary(const Instr* ip, Prim* p) {
-    Label slow = a.newLabel(), done = a.newLabel();
-    load(xr::rax, ip->a);
-    a.test(xr::al, 15);
-    a.jnz(slow);
-    a.cmp(xr::rax, 0xff);
-    a.jbe(slow);
-    a.mov(xr::rdx, xr::rax);
-    a.shr(xr::rdx, 48);
-    a.jnz(slow);
-    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
-    a.jne(slow);
-    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-    a.mov(xr::rcx, (uint64_t)p);
-    a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::rcx);
-    a.jne(slow);
-    a.mov(xr::rcx, (uint64_t)rule_split2);  // a rule whose forward phase is rev_binary_s2
-    a.cmp(xr::qword_ptr(xr::rdx, lambda_split2), xr::rcx);
-    a.jne(slow);
-    load(xr::rax, ip->b);
-    rev_real(xr::rax, xr::xmm1, xr::r10, slow);
-    load(xr::rcx, ip->b2);
-    rev_real(xr::rcx, xr::xmm2, xr::r11, slow);
-    a.and_(xr::r10d, xr::r11d);
-    a.jnz(slow);  // two constants: nothing is recorded (the interpreter makes a constant leaf)
-    count(offsetof(WorkCounters, applications));
-    a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
-    a.movsd(xr::xmm0, xr::xmm1);
-    if (p->name == intern("+")) a.addsd(xr::xmm0, xr::xmm2);
-    else if (p->name == intern("-")) a.subsd(xr::xmm0, xr::xmm2);
-    else if (p->name == intern("*")) a.mulsd(xr::xmm0, xr::xmm2);
-    else a.divsd(xr::xmm0, xr::xmm2);
-    a.mov(xr::rdi, (uint64_t)p);
-    call((const void*)&vlad_jit_node);
-    Label made = a.newLabel();
-    a.test(xr::rax, xr::rax);
-    a.jnz(made);
-    a.mov(xr::eax, kThrown);
-    a.jmp(ret);
-    a.bind(made);
-    store(ip->x, xr::rax);
-    a.or_(xr::rax, (int32_t)kViewBpNode);
-    store(ip->x2, xr::rax);
-    a.jmp(done);
-    a.bind(slow);
-    step(ip);
-    a.bind(done);
+    guarded(ip, [&](Label slow) {
+      load(xr::rax, ip->a);
+      kind_guard(Kind::Closure, slow);
+      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      a.mov(xr::rcx, (uint64_t)p);
+      a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::rcx);
+      a.jne(slow);
+      a.mov(xr::rcx, (uint64_t)rule_split2);  // a rule whose forward phase is rev_binary_s2
+      a.cmp(xr::qword_ptr(xr::rdx, lambda_split2), xr::rcx);
+      a.jne(slow);
+      load(xr::rax, ip->b);
+      rev_real(xr::rax, xr::xmm1, xr::r10, slow);
+      load(xr::rcx, ip->b2);
+      rev_real(xr::rcx, xr::xmm2, xr::r11, slow);
+      a.and_(xr::r10d, xr::r11d);
+      a.jnz(slow);  // two constants: nothing is recorded (the interpreter makes a constant leaf)
+      count(offsetof(WorkCounters, applications));
+      a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
+      a.movsd(xr::xmm0, xr::xmm1);
+      if (p->name == intern("+")) a.addsd(xr::xmm0, xr::xmm2);
+      else if (p->name == intern("-")) a.subsd(xr::xmm0, xr::xmm2);
+      else if (p->name == intern("*")) a.mulsd(xr::xmm0, xr::xmm2);
+      else a.divsd(xr::xmm0, xr::xmm2);
+      a.mov(xr::rdi, (uint64_t)p);
+      call((const void*)&vlad_jit_node);
+      Label made = a.newLabel();
+      a.test(xr::rax, xr::rax);
+      a.jnz(made);
+      a.mov(xr::eax, kThrown);
+      a.jmp(ret);
+      a.bind(made);
+      store(ip->x, xr::rax);
+      a.or_(xr::rax, (int32_t)kViewBpNode);
+      store(ip->x2, xr::rax);
+    });
   }
 
   // (f̄ car-x̄ cdr-x̄) = the backpropagator of a +, - or * node called on a real ȳ (back_node's
   // work, with its counts); anything else: the interpreter.
   void emit_back_node(const Instr* ip) {
-    Label slow = a.newLabel(), done = a.newLabel(), add = a.newLabel(), sub = a.newLabel(), mul = a.newLabel(),
-          out = a.newLabel();
-    load(xr::rax, ip->a);
-    a.mov(xr::rdx, xr::rax);
-    a.and_(xr::rdx, 15);
-    a.cmp(xr::rdx, (int32_t)kViewBpNode);
-    a.jne(slow);
-    a.mov(xr::rdx, xr::rax);
-    a.shr(xr::rdx, 48);
-    a.jnz(slow);
-    a.cmp(xr::rax, 0xff);
-    a.jbe(slow);
-    a.and_(xr::rax, -16);  // the node
-    load(xr::rcx, ip->b);  // ȳ, boxed
-    a.mov(xr::r8, kOffset);
-    a.cmp(xr::rcx, xr::r8);
-    a.jb(slow);
-    a.mov(xr::rdx, xr::rcx);
-    a.sub(xr::rdx, xr::r8);
-    a.movq(xr::xmm0, xr::rdx);  // ȳ
-    a.mov(xr::edx, xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, aux)));
-    a.cmp(xr::edx, current->prim("+")->id + 1);
-    a.je(add);
-    a.cmp(xr::edx, current->prim("-")->id + 1);
-    a.je(sub);
-    a.cmp(xr::edx, current->prim("*")->id + 1);
-    a.je(mul);
-    a.jmp(slow);
-    a.bind(add);  // (ȳ, ȳ)
-    a.mov(xr::rax, xr::rcx);
-    a.jmp(out);
-    a.bind(sub);  // (ȳ, 0 - ȳ)
-    a.add(xr::qword_ptr(kMeter, current->prim("-")->id * 8), 1);
-    a.xorpd(xr::xmm1, xr::xmm1);
-    a.subsd(xr::xmm1, xr::xmm0);
-    a.movsd(xr::xmm0, xr::xmm1);
-    box();
-    a.jmp(out);
-    a.bind(mul);  // (x2 ȳ, x1 ȳ)
-    a.add(xr::qword_ptr(kMeter, current->prim("*")->id * 8), 2);
-    a.mov(xr::rdx, xr::qword_ptr(xr::rax, node_x1));
-    a.mov(xr::r9, xr::qword_ptr(xr::rax, node_x2));
-    a.sub(xr::rdx, xr::r8);
-    a.sub(xr::r9, xr::r8);
-    a.movq(xr::xmm1, xr::rdx);
-    a.movq(xr::xmm2, xr::r9);
-    a.mulsd(xr::xmm1, xr::xmm0);  // x1 ȳ
-    a.mulsd(xr::xmm2, xr::xmm0);  // x2 ȳ
-    a.movsd(xr::xmm0, xr::xmm2);
-    box();
-    a.mov(xr::rcx, xr::rax);  // car x̄ = x2 ȳ
-    a.movsd(xr::xmm0, xr::xmm1);
-    box();  // cdr x̄ = x1 ȳ
-    a.bind(out);  // rcx: car x̄, rax: cdr x̄
-    count(offsetof(WorkCounters, applications));
-    a.mov(xr::edx, (int32_t)Value::kNil);
-    store(ip->x, xr::rdx);
-    store(ip->x2, xr::rcx);
-    store(ip->x3, xr::rax);
-    a.jmp(done);
-    a.bind(slow);
-    step(ip);
-    a.bind(done);
+    Label add = a.newLabel(), sub = a.newLabel(), mul = a.newLabel(), out = a.newLabel();
+    guarded(ip, [&](Label slow) {
+      load(xr::rax, ip->a);
+      a.mov(xr::rdx, xr::rax);
+      a.and_(xr::rdx, 15);
+      a.cmp(xr::rdx, (int32_t)kViewBpNode);
+      a.jne(slow);
+      a.mov(xr::rdx, xr::rax);
+      a.shr(xr::rdx, 48);
+      a.jnz(slow);
+      a.cmp(xr::rax, 0xff);
+      a.jbe(slow);
+      a.and_(xr::rax, -16);  // the node
+      load(xr::rcx, ip->b);  // ȳ, boxed
+      a.mov(xr::r8, kOffset);
+      a.cmp(xr::rcx, xr::r8);
+      a.jb(slow);
+      a.mov(xr::rdx, xr::rcx);
+      a.sub(xr::rdx, xr::r8);
+      a.movq(xr::xmm0, xr::rdx);  // ȳ
+      a.mov(xr::edx, xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, aux)));
+      a.cmp(xr::edx, current->prim("+")->id + 1);
+      a.je(add);
+      a.cmp(xr::edx, current->prim("-")->id + 1);
+      a.je(sub);
+      a.cmp(xr::edx, current->prim("*")->id + 1);
+      a.je(mul);
+      a.jmp(slow);
+      a.bind(add);  // (ȳ, ȳ)
+      a.mov(xr::rax, xr::rcx);
+      a.jmp(out);
+      a.bind(sub);  // (ȳ, 0 - ȳ)
+      a.add(xr::qword_ptr(kMeter, current->prim("-")->id * 8), 1);
+      a.xorpd(xr::xmm1, xr::xmm1);
+      a.subsd(xr::xmm1, xr::xmm0);
+      a.movsd(xr::xmm0, xr::xmm1);
+      box();
+      a.jmp(out);
+      a.bind(mul);  // (x2 ȳ, x1 ȳ)
+      a.add(xr::qword_ptr(kMeter, current->prim("*")->id * 8), 2);
+      a.mov(xr::rdx, xr::qword_ptr(xr::rax, node_x1));
+      a.mov(xr::r9, xr::qword_ptr(xr::rax, node_x2));
+      a.sub(xr::rdx, xr::r8);
+      a.sub(xr::r9, xr::r8);
+      a.movq(xr::xmm1, xr::rdx);
+      a.movq(xr::xmm2, xr::r9);
+      a.mulsd(xr::xmm1, xr::xmm0);  // x1 ȳ
+      a.mulsd(xr::xmm2, xr::xmm0);  // x2 ȳ
+      a.movsd(xr::xmm0, xr::xmm2);
+      box();
+      a.mov(xr::rcx, xr::rax);  // car x̄ = x2 ȳ
+      a.movsd(xr::xmm0, xr::xmm1);
+      box();  // cdr x̄ = x1 ȳ
+      a.bind(out);  // rcx: car x̄, rax: cdr x̄
+      count(offsetof(WorkCounters, applications));
+      a.mov(xr::edx, (int32_t)Value::kNil);
+      store(ip->x, xr::rdx);
+      store(ip->x2, xr::rcx);
+      store(ip->x3, xr::rax);
+    });
   }
 
   // rax, rcx = the two arguments of a binary primitive: the instruction's two operands, or the
@@ -653,34 +647,28 @@ struct Emitter {
   }
 
   void emit_car_cdr(const Instr* ip) {
-    Label slow = a.newLabel(), done = a.newLabel();
-    load(xr::rax, ip->a);
-    pair_guard(slow);
-    a.mov(xr::rax, xr::qword_ptr(xr::rax, ip->op == Op::Car ? pair_car : pair_cdr));
-    store(ip->x, xr::rax);
-    a.jmp(done);
-    a.bind(slow);
-    step(ip);
-    a.bind(done);
+    guarded(ip, [&](Label slow) {
+      load(xr::rax, ip->a);
+      pair_guard(slow);
+      a.mov(xr::rax, xr::qword_ptr(xr::rax, ip->op == Op::Car ? pair_car : pair_cdr));
+      store(ip->x, xr::rax);
+    });
   }
 
   void emit_global(const Instr* ip) {
-    Label slow = a.newLabel(), done = a.newLabel();
-    a.mov(xr::rax, (uint64_t)&ip->src->cell->value);
-    a.mov(xr::rax, xr::qword_ptr(xr::rax));
-    a.cmp(xr::rax, (int32_t)Value::kUnbound);
-    a.je(slow);
-    if (*ip->src->xf) {  // a transformed global: its transform, cached for the cell's value
-      a.mov(xr::rdx, (uint64_t)ip->src);
-      a.cmp(xr::rax, xr::qword_ptr(xr::rdx, binding_cache_in));
-      a.jne(slow);
-      a.mov(xr::rax, xr::qword_ptr(xr::rdx, binding_cache_out));
-    }
-    store(ip->x, xr::rax);
-    a.jmp(done);
-    a.bind(slow);
-    step(ip);  // raises the error
-    a.bind(done);
+    guarded(ip, [&](Label slow) {  // (the interpreter raises the error of an unbound variable)
+      a.mov(xr::rax, (uint64_t)&ip->src->cell->value);
+      a.mov(xr::rax, xr::qword_ptr(xr::rax));
+      a.cmp(xr::rax, (int32_t)Value::kUnbound);
+      a.je(slow);
+      if (*ip->src->xf) {  // a transformed global: its transform, cached for the cell's value
+        a.mov(xr::rdx, (uint64_t)ip->src);
+        a.cmp(xr::rax, xr::qword_ptr(xr::rdx, binding_cache_in));
+        a.jne(slow);
+        a.mov(xr::rax, xr::qword_ptr(xr::rdx, binding_cache_out));
+      }
+      store(ip->x, xr::rax);
+    });
   }
 
   // Leaves the body with its value or pair (Exec::finish).

@@ -42,6 +42,8 @@
 #include <thread>
 #include <vector>
 
+#include <gc/gc.h>
+
 #include "eval/exec.hpp"
 #include "eval/interp.hpp"
 #include "eval/runner.hpp"
@@ -540,6 +542,8 @@ int main(int argc, char** argv) {
     for (long it = 0; it < iterations; it++) {
       current_iteration = it;
       if (it > 0 && it % kFreshEvery == 0) {
+        destroy_interp(in);
+        destroy_interp(nat);
         in = fresh_interp();
         in->jit = false;
         nat = native();
@@ -578,8 +582,10 @@ int main(int argc, char** argv) {
       }
       if ((it + 1) % 1000 == 0 || it + 1 == iterations) {
         char line[256];
-        snprintf(line, sizeof line, "fuzz --diff: %ld/%ld  same %ld  differ %ld  interrupted (skipped) %ld  %.1f s\n",
-                 it + 1, iterations, same, differ, skipped, std::chrono::duration<double>(Clock::now() - t0).count());
+        if (getenv("FUZZ_HEAP")) GC_gcollect();
+        snprintf(line, sizeof line, "fuzz --diff: %ld/%ld  same %ld  differ %ld  interrupted (skipped) %ld  %.1f s  heap %zu MiB (in use %zu MiB)\n",
+                 it + 1, iterations, same, differ, skipped, std::chrono::duration<double>(Clock::now() - t0).count(),
+                 GC_get_heap_size() >> 20, (GC_get_heap_size() - GC_get_free_bytes()) >> 20);
         say(line);
       }
     }
@@ -608,7 +614,11 @@ int main(int argc, char** argv) {
         std::to_string(files.size()) + " files; current input saved to " + last_path + "\n");
     for (long it = 0; it < iterations; it++) {
       current_iteration = it;
-      if (it > 0 && it % kFreshEvery == 0) { in = fresh_interp(); n_fresh++; }
+      if (it > 0 && it % kFreshEvery == 0) {
+        destroy_interp(in);
+        in = fresh_interp();
+        n_fresh++;
+      }
       size_t k = r.below(corpus.size());
       std::string text = corpus[k];
       int nmut = 1 + (int)r.below(4);
