@@ -132,8 +132,10 @@ echo
 
 # ---------------------------------------------------------------- (d) families
 echo "(d) families at n = 1e5 (bench/*.vlad; modes 0 input only, 1 primal, 2 forward phase + one backpropagator"
-echo "    call, or one JVP by j* for the forward family): time ratio and the meter's ratios (mode 0 subtracted)"
-printf '  %-58s %7s %7s | %5s %5s %6s %7s | %s\n' family "p s" "d s" time ops steps objects "value"
+echo "    call, or one JVP by j* for the forward family): time ratio and the meter's ratios (mode 0 subtracted);"
+echo "    obj/op: heap objects of the derivative run per primitive operation of the primal (not a ratio: a"
+echo "    native primal loop allocates nothing)"
+printf '  %-58s %7s %7s | %5s %5s %6s %7s | %s\n' family "p s" "d s" time ops steps obj/op "value"
 family() {  # LABEL FILE N
   local n=$3 t0 tp td o0 s0 j0 o1 s1 j1
   tbest 3 "$HERE/$2" "$n 0"; t0=$T
@@ -145,7 +147,7 @@ family() {  # LABEL FILE N
   meter "$HERE/$2" "$n 1"; o1=$OPS s1=$STEPS j1=$OBJS
   meter "$HERE/$2" "$n 2"
   printf '  %-58s %7.3f %7.3f | %5.2f %5s %6s %7s | %s\n' "$1" "$(calc "$tp - $t0")" "$(calc "$td - $t0")" \
-    "$(calc "($tp - $t0) > 0 ? ($td - $t0) / ($tp - $t0) : 0")" "$(ratio $o0 $o1 $OPS)" "$(ratio $s0 $s1 $STEPS)" "$(ratio $j0 $j1 $OBJS)" "${val:0:30}"
+    "$(calc "($tp - $t0) > 0 ? ($td - $t0) / ($tp - $t0) : 0")" "$(ratio $o0 $o1 $OPS)" "$(ratio $s0 $s1 $STEPS)" "$(awk -v a="$j0" -v b="$OBJS" -v o0="$o0" -v o1="$o1" 'BEGIN { if (o1 - o0 >= 1000) printf "%.2f", (b - a) / (o1 - o0); else printf "-" }')" "${val:0:30}"
 }
 family "reverse 1: f of W3 (rev1_f)" rev1_f.vlad 100000
 family "reverse 2: chain x_(k+1) = 0.5 (x_k + x_k) (rev2_chain)" rev2_chain.vlad 100000
