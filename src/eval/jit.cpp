@@ -518,7 +518,10 @@ struct Emitter {
     }
     Prim* p = nullptr;
     Inline form = Inline::None;
-    if (!ip->tail && !ip->split && !ip->raw_call && !ip->chain_call && (p = known_prim(ip->a)))
+    // (A primitive called in tail position is inlined too: the interpreter computes a binary
+    // primitive at once there, and a unary one through apply_core's loop, which does no more
+    // than call it; the body's value is then the result, as native code's finish gives.)
+    if (!ip->split && !ip->raw_call && !ip->chain_call && (p = known_prim(ip->a)))
       form = inline_form(p, ip->op2 == AppPair || p->arity == 2);  // (a pair built before, taken apart)
     if (form == Inline::None) {
       step(ip);
