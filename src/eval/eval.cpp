@@ -415,6 +415,17 @@ static thread_local std::exception_ptr jit_pending;
 
 void jit_keep_error() { jit_pending = std::current_exception(); }
 
+// Runs f, a piece of the interpreter native code calls: its result, or kThrown with the error kept.
+template <class F>
+int jit_guard(F f) {
+  try {
+    return f();
+  } catch (...) {
+    jit_keep_error();
+    return kThrown;
+  }
+}
+
 Exit Exec::run_native(const Code* c, int start) {
   int r = c->native(this, start, &work, current->meter.data());
   if (r != kThrown) return Exit(r);
@@ -425,15 +436,8 @@ Exit Exec::run_native(const Code* c, int start) {
 
 // Each runtime call of native code runs one piece of the interpreter and keeps an error for
 // run_native (native frames have no unwind tables).
-#define VLAD_JIT_CALL(name, expr)                          \
-  extern "C" int name(Exec* ex, const Instr* ip) {         \
-    try {                                                  \
-      return expr;                                         \
-    } catch (...) {                                        \
-      jit_pending = std::current_exception();              \
-      return kThrown;                                      \
-    }                                                      \
-  }
+#define VLAD_JIT_CALL(name, expr) \
+  extern "C" int name(Exec* ex, const Instr* ip) { return jit_guard([&] { return expr; }); }
 VLAD_JIT_CALL(vlad_jit_step, ex->step(ip))
 VLAD_JIT_CALL(vlad_jit_sens, ex->op_sens(ip))
 VLAD_JIT_CALL(vlad_jit_app, ex->op_app(ip))
@@ -446,24 +450,13 @@ VLAD_JIT_CALL(vlad_jit_envref, ex->op_envref(ip))
 VLAD_JIT_CALL(vlad_jit_global, ex->op_global(ip))
 
 extern "C" int vlad_jit_store(Exec* ex, const Instr* ip, int e) {
-  try {
+  return jit_guard([&] {
     ex->store(ip, Exit(e), "(cons value backpropagator)");
     return Exec::kContinue;
-  } catch (...) {
-    jit_pending = std::current_exception();
-    return kThrown;
-  }
+  });
 }
 
-extern "C" int vlad_jit_arg_pair(Exec* ex, const Instr* ip) {
-  try {
-    ex->arg = ex->arg_of(ip);
-    return Exec::kContinue;
-  } catch (...) {
-    jit_pending = std::current_exception();
-    return kThrown;
-  }
-}
+VLAD_JIT_CALL(vlad_jit_arg_pair, (ex->arg = ex->arg_of(ip), Exec::kContinue))
 
 Exit Exec::run(const Code* c, int start) {
   if (c->native) return run_native(c, start);
@@ -516,6 +509,13 @@ struct CallFrame {
   CallRecord* record() const { return &call_records[depth]; }
 };
 
+// A tail call replaces its frame's record: the callee, and the call site unless that is inside
+// the prelude or the rules (then the user's call site stays).
+inline void note_tail_call(CallRecord* rec, Value f, Pos pos) {
+  rec->f = f.bits;
+  if (!internal(pos) || internal(rec->pos) || !rec->pos.file) rec->pos = pos;
+}
+
 Code* code_of(Lambda* lam) {
   if (!lam->code) compile(lam);
   return lam->code;
@@ -524,17 +524,12 @@ Code* code_of(Lambda* lam) {
 }  // namespace
 
 extern "C" int vlad_jit_self_tail(Exec* ex, const Instr* ip) {
-  Interp* in = current;
-  if (in->interrupt.load(std::memory_order_relaxed)) {
-    in->interrupt = false;
-    jit_pending = std::make_exception_ptr(Error("interrupted"));
-    return kThrown;
-  }
-  CallRecord* rec = &call_records[eval_depth];  // apply_core's frame: as its loop does
-  rec->f = ex->self.bits;
-  Pos p = ip->src->pos;
-  if (!internal(p) || internal(rec->pos) || !rec->pos.file) rec->pos = p;
-  return Exec::kContinue;
+  return jit_guard([&] {
+    Interp* in = current;
+    if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
+    note_tail_call(&call_records[eval_depth], ex->self, ip->src->pos);  // apply_core's frame, as its loop does
+    return Exec::kContinue;
+  });
 }
 
 namespace {
@@ -697,9 +692,7 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out, Lambda* entry = n
         }
         f = ex.f;
         arg = ex.arg;
-        CallRecord* rec = frame.record();  // the records may have moved while the body ran
-        rec->f = f.bits;
-        if (!internal(ex.tail_pos) || internal(rec->pos) || !rec->pos.file) rec->pos = ex.tail_pos;
+        note_tail_call(frame.record(), f, ex.tail_pos);  // (the records may have moved while the body ran)
         continue;
       }
       if (e == Exit::Pair) {

@@ -77,17 +77,22 @@ constexpr uint64_t kCanonicalNaN = 0x7ff8000000000000ull;
 
 enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, Car, Cdr, Plus };
 
+// + - * / as one instruction each (Add ... Div), or None.
+Inline arith_form(Prim* p) {
+  if (p->cls != PrimClass::Arith || p->arity != 2) return Inline::None;
+  const char* n = p->name;
+  return n == intern("+") ? Inline::Add : n == intern("-") ? Inline::Sub : n == intern("*") ? Inline::Mul
+       : n == intern("/") ? Inline::Div : Inline::None;
+}
+
 // Which inline form a primitive gets, if any.
 Inline inline_form(Prim* p, bool pair_arg) {
   if (pair_arg) {
     if (p->arity != 2 || !p->fn2) return Inline::None;
     const char* n = p->name;
     if (p->cls == PrimClass::Arith) {
-      if (n == intern("+")) return Inline::Add;
-      if (n == intern("-")) return Inline::Sub;
-      if (n == intern("*")) return Inline::Mul;
-      if (n == intern("/")) return Inline::Div;
-      return Inline::Call2;
+      Inline f = arith_form(p);
+      return f != Inline::None ? f : Inline::Call2;
     }
     if (p->cls == PrimClass::Compare) {
       if (n == intern("=")) return Inline::Eq;
@@ -174,6 +179,16 @@ struct Emitter {
     a.jb(fail);
     a.sub(g, xr::r8);
     a.movq(x, g);
+  }
+  // x = x op y for an arithmetic form (Add ... Div); nothing for the others.
+  void arith(Inline form, const xr::Xmm& x, const xr::Xmm& y) {
+    switch (form) {
+      case Inline::Add: a.addsd(x, y); break;
+      case Inline::Sub: a.subsd(x, y); break;
+      case Inline::Mul: a.mulsd(x, y); break;
+      case Inline::Div: a.divsd(x, y); break;
+      default: break;
+    }
   }
   // rax = the boxed real in xmm0 (NaNs canonical, as Value::real makes them).
   void box() {
@@ -345,7 +360,7 @@ struct Emitter {
       Prim* p = lam->native_prim;
       if (!p || !is_rev_binary_rule(lam) || p->cls != PrimClass::Arith) return nullptr;
       rule_split2 = (const void*)lam->native_split2;
-      return p->name == intern("+") || p->name == intern("-") || p->name == intern("*") || p->name == intern("/") ? p : nullptr;
+      return arith_form(p) != Inline::None ? p : nullptr;
     }
     return nullptr;
   }
@@ -408,10 +423,7 @@ struct Emitter {
       count(offsetof(WorkCounters, applications));
       a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
       a.movsd(xr::xmm0, xr::xmm1);
-      if (p->name == intern("+")) a.addsd(xr::xmm0, xr::xmm2);
-      else if (p->name == intern("-")) a.subsd(xr::xmm0, xr::xmm2);
-      else if (p->name == intern("*")) a.mulsd(xr::xmm0, xr::xmm2);
-      else a.divsd(xr::xmm0, xr::xmm2);
+      arith(arith_form(p), xr::xmm0, xr::xmm2);
       a.mov(xr::rdi, (uint64_t)p);
       call((const void*)&vlad_jit_node);
       Label made = a.newLabel();
@@ -527,133 +539,123 @@ struct Emitter {
       step(ip);
       return;
     }
-    Label slow = a.newLabel(), done = a.newLabel();
-    load(xr::rax, ip->a);
-    a.mov(xr::rdx, (uint64_t)p);
-    a.cmp(xr::rax, xr::rdx);
-    a.jne(slow);
-    if (form == Inline::Car || form == Inline::Cdr) {
-      load(xr::rax, ip->b);
-      pair_guard(slow);
-      a.mov(xr::rax, xr::qword_ptr(xr::rax, form == Inline::Car ? pair_car : pair_cdr));
+    guarded(ip, [&](Label slow) {
+      load(xr::rax, ip->a);
+      a.mov(xr::rdx, (uint64_t)p);
+      a.cmp(xr::rax, xr::rdx);
+      a.jne(slow);
+      emit_prim(ip, p, form, slow);  // its value in rax
       store(ip->x, xr::rax);
       count(offsetof(WorkCounters, applications));
-      a.jmp(done);
-    } else if (form == Inline::NullP || form == Inline::PairP) {
-      load(xr::rax, ip->b);
-      Label yes = a.newLabel(), no = a.newLabel(), out = a.newLabel();
-      if (form == Inline::NullP) {
+    });
+  }
+
+  // rax = the value of the primitive p (the callee, checked) applied as ip says, in the given
+  // inline form; anything outside the form's fast case jumps to `slow`.
+  void emit_prim(const Instr* ip, Prim* p, Inline form, Label slow) {
+    switch (form) {
+      case Inline::Car:
+      case Inline::Cdr:
+        load(xr::rax, ip->b);
+        load_part(form == Inline::Car, slow);
+        return;
+      case Inline::NullP:
+      case Inline::PairP: {
+        // nil and pairs are answered here; anything else (lazy values, views): the interpreter
+        Label yes = a.newLabel(), no = a.newLabel(), out = a.newLabel();
+        load(xr::rax, ip->b);
         a.cmp(xr::rax, (int32_t)Value::kNil);
-        a.je(yes);
-        pair_guard(slow);  // a pair: not null; anything else (lazy, views): the interpreter
-        a.jmp(no);
-      } else {
-        a.cmp(xr::rax, (int32_t)Value::kNil);
-        a.je(no);
+        a.je(form == Inline::NullP ? yes : no);
         pair_guard(slow);
-        a.jmp(yes);
+        a.jmp(form == Inline::NullP ? no : yes);
+        a.bind(yes);
+        a.mov(xr::eax, (int32_t)Value::kTrue);
+        a.jmp(out);
+        a.bind(no);
+        a.mov(xr::eax, (int32_t)Value::kFalse);
+        a.bind(out);
+        return;
       }
-      a.bind(yes);
-      a.mov(xr::eax, (int32_t)Value::kTrue);
-      a.jmp(out);
-      a.bind(no);
-      a.mov(xr::eax, (int32_t)Value::kFalse);
-      a.bind(out);
-      store(ip->x, xr::rax);
-      count(offsetof(WorkCounters, applications));
-      a.jmp(done);
-    } else if (form == Inline::Call1) {
-      load(xr::rsi, ip->b);
-      a.mov(xr::r8, kOffset);
-      a.cmp(xr::rsi, xr::r8);
-      a.jb(slow);
-      count(offsetof(WorkCounters, applications));
-      a.mov(xr::rdi, (uint64_t)p);
-      call((const void*)p->fn1);  // a real: it cannot fail
-      store(ip->x, xr::rax);
-      a.jmp(done);
-    } else if (form == Inline::Plus) {
-      // sensitivities: a placeholder zero adds nothing; two reals add (no operation is counted,
-      // as in `plus`); anything else: the interpreter
-      Label real_sum = a.newLabel(), out = a.newLabel();
-      load_pair_args(ip, slow);
-      a.cmp(xr::rcx, (int32_t)Value::kZeroSens);
-      a.je(out);  // rax: a
-      a.cmp(xr::rax, (int32_t)Value::kZeroSens);
-      a.jne(real_sum);
-      a.mov(xr::rax, xr::rcx);
-      a.jmp(out);
-      a.bind(real_sum);
-      unbox(xr::rax, xr::xmm0, slow);
-      unbox(xr::rcx, xr::xmm1, slow);
-      a.addsd(xr::xmm0, xr::xmm1);
-      box();
-      a.bind(out);
-      store(ip->x, xr::rax);
-      count(offsetof(WorkCounters, applications));
-      a.jmp(done);
-    } else {
-      load_pair_args(ip, slow);
-      if (form == Inline::Call2) {
+      case Inline::Call1:
+        load(xr::rsi, ip->b);
+        a.mov(xr::r8, kOffset);
+        a.cmp(xr::rsi, xr::r8);
+        a.jb(slow);
+        a.mov(xr::rdi, (uint64_t)p);
+        call((const void*)p->fn1);  // a real: it cannot fail
+        return;
+      case Inline::Plus: {
+        // sensitivities: a placeholder zero adds nothing; two reals add (no operation is counted,
+        // as in `plus`); anything else: the interpreter
+        Label real_sum = a.newLabel(), out = a.newLabel();
+        load_pair_args(ip, slow);
+        a.cmp(xr::rcx, (int32_t)Value::kZeroSens);
+        a.je(out);  // rax: a
+        a.cmp(xr::rax, (int32_t)Value::kZeroSens);
+        a.jne(real_sum);
+        a.mov(xr::rax, xr::rcx);
+        a.jmp(out);
+        a.bind(real_sum);
+        unbox(xr::rax, xr::xmm0, slow);
+        unbox(xr::rcx, xr::xmm1, slow);
+        a.addsd(xr::xmm0, xr::xmm1);
+        box();
+        a.bind(out);
+        return;
+      }
+      case Inline::Call2:
+        load_pair_args(ip, slow);
         a.mov(xr::r8, kOffset);
         a.cmp(xr::rax, xr::r8);
         a.jb(slow);
         a.cmp(xr::rcx, xr::r8);
         a.jb(slow);
-        count(offsetof(WorkCounters, applications));
         a.mov(xr::rdi, (uint64_t)p);
         a.mov(xr::rsi, xr::rax);
         a.mov(xr::rdx, xr::rcx);
-        call((const void*)p->fn2);
-        store(ip->x, xr::rax);
-        a.jmp(done);
-      } else {
+        call((const void*)p->fn2);  // reals: it cannot fail
+        return;
+      default:  // + - * / and the comparisons, on unboxed reals
+        load_pair_args(ip, slow);
         unbox(xr::rax, xr::xmm0, slow);
         unbox(xr::rcx, xr::xmm1, slow);
-        count(offsetof(WorkCounters, applications));
         a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
+        if (form <= Inline::Div) {
+          arith(form, xr::xmm0, xr::xmm1);
+          box();
+          return;
+        }
+        // comparisons: false when unordered (a NaN), as in C++
+        a.xor_(xr::eax, xr::eax);
         switch (form) {
-          case Inline::Add: a.addsd(xr::xmm0, xr::xmm1); break;
-          case Inline::Sub: a.subsd(xr::xmm0, xr::xmm1); break;
-          case Inline::Mul: a.mulsd(xr::xmm0, xr::xmm1); break;
-          case Inline::Div: a.divsd(xr::xmm0, xr::xmm1); break;
+          case Inline::Eq:
+            a.ucomisd(xr::xmm0, xr::xmm1);
+            a.mov(xr::edx, 0);
+            a.setnp(xr::dl);
+            a.sete(xr::al);
+            a.and_(xr::eax, xr::edx);
+            break;
+          case Inline::Lt: a.ucomisd(xr::xmm1, xr::xmm0); a.seta(xr::al); break;
+          case Inline::Gt: a.ucomisd(xr::xmm0, xr::xmm1); a.seta(xr::al); break;
+          case Inline::Le: a.ucomisd(xr::xmm1, xr::xmm0); a.setae(xr::al); break;
+          case Inline::Ge: a.ucomisd(xr::xmm0, xr::xmm1); a.setae(xr::al); break;
           default: break;
         }
-        if (form >= Inline::Add && form <= Inline::Div) {
-          box();
-        } else {
-          // comparisons: false when unordered (a NaN), as in C++
-          a.xor_(xr::eax, xr::eax);
-          switch (form) {
-            case Inline::Eq:
-              a.ucomisd(xr::xmm0, xr::xmm1);
-              a.mov(xr::edx, 0);
-              a.setnp(xr::dl);
-              a.sete(xr::al);
-              a.and_(xr::eax, xr::edx);
-              break;
-            case Inline::Lt: a.ucomisd(xr::xmm1, xr::xmm0); a.seta(xr::al); break;
-            case Inline::Gt: a.ucomisd(xr::xmm0, xr::xmm1); a.seta(xr::al); break;
-            case Inline::Le: a.ucomisd(xr::xmm1, xr::xmm0); a.setae(xr::al); break;
-            case Inline::Ge: a.ucomisd(xr::xmm0, xr::xmm1); a.setae(xr::al); break;
-            default: break;
-          }
-          a.add(xr::eax, (int32_t)Value::kFalse);
-        }
-        store(ip->x, xr::rax);
-        a.jmp(done);
-      }
+        a.add(xr::eax, (int32_t)Value::kFalse);
+        return;
     }
-    a.bind(slow);
-    step(ip);
-    a.bind(done);
+  }
+
+  // rax = car or cdr of the pair in rax (else `fail`).
+  void load_part(bool car_side, Label fail) {
+    pair_guard(fail);
+    a.mov(xr::rax, xr::qword_ptr(xr::rax, car_side ? pair_car : pair_cdr));
   }
 
   void emit_car_cdr(const Instr* ip) {
     guarded(ip, [&](Label slow) {
       load(xr::rax, ip->a);
-      pair_guard(slow);
-      a.mov(xr::rax, xr::qword_ptr(xr::rax, ip->op == Op::Car ? pair_car : pair_cdr));
+      load_part(ip->op == Op::Car, slow);
       store(ip->x, xr::rax);
     });
   }
