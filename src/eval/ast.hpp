@@ -148,6 +148,9 @@ struct Lambda {
   const char* shape = nullptr;
 
   Code* code = nullptr;     // compiled on first call
+  // `code` once it has native code and nothing else runs in its place (no native implementation,
+  // not a raw backpropagator): native callers then enter it directly (jit.cpp). Null otherwise.
+  Code* direct = nullptr;
   Value empty_closure;      // when `free` is empty, the one closure of this lambda
 };
 

@@ -60,12 +60,16 @@ struct Code {
   bool chain_head = false;
   int chain_hole = 0;
   // A lambda's own body (not a branch): what the native tier compiles, once `runs` passes the
-  // threshold (jit.cpp). `native` is its machine code, entered at instruction 0 or 1 (a chain's
-  // rest, eval.cpp), or null.
+  // threshold (jit.cpp). `native` is its machine code, entered at instruction 0, 1 (a chain's
+  // rest, eval.cpp) or 2 (arg_x below), or null.
   bool entry = false;
   Lambda* lam = nullptr;  // whose body it is (entry)
   bool jit_failed = false;
   uint32_t runs = 0;
+  // When the native code's first two instructions take the argument apart (car to slot arg_x,
+  // cdr to slot arg_x2) and nothing else reads it, a native caller passing two values writes
+  // them there and enters at instruction 2, making no pair; -1 otherwise.
+  int arg_x = -1, arg_x2 = -1;
   int (*native)(Exec*, int start, WorkCounters* w, uint64_t* meter) = nullptr;
 };
 

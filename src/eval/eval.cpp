@@ -493,18 +493,29 @@ namespace {
 }
 
 // One level of nested evaluation: the depth limit, the stack guard and the call record.
+// Enters a call's frame (its record at the new depth): the depth, or an error with none entered.
+inline long enter_frame(Value f, Pos pos) {
+  char here;
+  long depth = ++eval_depth;
+  Interp* in = current;
+  if (depth > in->depth_limit || &here < stack_limit) depth_error(in);
+  if (depth >= call_capacity) {
+    try {
+      grow_call_records(depth);
+    } catch (...) {
+      eval_depth--;
+      throw;
+    }
+  }
+  CallRecord* rec = &call_records[depth];
+  rec->f = f.bits;
+  rec->pos = pos;
+  return depth;
+}
+
 struct CallFrame {
   long depth;
-  CallFrame(Value f, Pos pos) {
-    char here;
-    depth = ++eval_depth;
-    Interp* in = current;
-    if (depth > in->depth_limit || &here < stack_limit) depth_error(in);
-    if (depth >= call_capacity) grow_call_records(depth);
-    CallRecord* rec = &call_records[depth];
-    rec->f = f.bits;
-    rec->pos = pos;
-  }
+  CallFrame(Value f, Pos pos) : depth(enter_frame(f, pos)) {}
   ~CallFrame() { eval_depth--; }
   CallRecord* record() const { return &call_records[depth]; }
 };
@@ -753,6 +764,89 @@ Value raw_apply(Value t, Value y, Pos pos, Value* out, const char* xf) {
 Value apply(Value f, Value arg, Pos call_pos) { return apply_core(f, arg, call_pos, nullptr); }
 
 Value apply_split(Value f, Value arg, Pos call_pos, Value* out) { return apply_core(f, arg, call_pos, out); }
+
+ptrdiff_t depth_offset_from_work() { return (char*)&eval_depth - (char*)work_address(); }
+
+extern "C" int vlad_jit_enter(uint64_t f, const Instr* ip) {
+  return jit_guard([&] {
+    long depth = enter_frame(Value(f, 0), ip->src->pos);
+    Interp* in = current;
+    if (in->interrupt.load(std::memory_order_relaxed)) {  // as apply_core's loop, in the frame
+      try {
+        interrupted(in);
+      } catch (...) {
+        eval_depth = depth - 1;
+        throw;
+      }
+    }
+    return 0;
+  });
+}
+
+extern "C" int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e) {
+  long depth = eval_depth;  // the callee's frame, left here
+  return jit_guard([&] {
+    try {
+      Value out[2];
+      Exit x = Exit(e);
+      if (x == Exit::Tail || x == Exit::ChainTail) {
+        // apply_core's loop goes on in the same frame: here a new one at the same depth, whose
+        // record is what note_tail_call would make of the old one
+        Pos pos = call_records[depth].pos;
+        if (!internal(callee->tail_pos) || internal(pos) || !pos.file) pos = callee->tail_pos;
+        eval_depth = depth - 1;
+        bool halves = ip->split || x == Exit::ChainTail;
+        Value r = apply_core(callee->f, callee->arg, pos, halves ? out : nullptr);
+        if (x == Exit::ChainTail) {  // the callee's backpropagator fills the hole; the caller gets the chain
+          if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", pos);
+          callee->chain->env[callee->hole] = out[1];
+          out[1] = Value::obj(callee->chain);
+          if (ip->split) {
+            ex->fr[ip->x] = out[0];
+            ex->fr[ip->x2] = out[1];
+          } else {
+            ex->fr[ip->x] = cons(out[0], out[1]);
+          }
+        } else if (ip->split) {
+          if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
+          ex->fr[ip->x] = out[0];
+          ex->fr[ip->x2] = out[1];
+        } else {
+          ex->fr[ip->x] = r;
+        }
+        return Exec::kContinue;
+      }
+      eval_depth = depth - 1;
+      ex->r1 = callee->r1;
+      ex->r2 = callee->r2;
+      if (ip->split) {  // as run_split
+        if (x == Exit::Pair) {
+          out[0] = ex->r1;
+          out[1] = ex->r2;
+        } else {
+          split_value(ex->r1, out, "(cons value backpropagator)", ip->src->pos);
+        }
+        ex->fr[ip->x] = out[0];
+        ex->fr[ip->x2] = out[1];
+      } else {
+        ex->fr[ip->x] = x == Exit::Pair ? cons(ex->r1, unview(ex->r2)) : ex->r1;
+      }
+      return Exec::kContinue;
+    } catch (...) {
+      eval_depth = depth - 1;
+      throw;
+    }
+  });
+}
+
+extern "C" uint64_t vlad_jit_pair(uint64_t a, uint64_t b) {
+  try {
+    return cons(Value(a, 0), Value(b, 0)).bits;
+  } catch (...) {
+    jit_keep_error();
+    return 0;
+  }
+}
 
 Value back_call(Value bp, Value y, Value* out, Pos pos, bool three) {
   if (zero_sensitivity(y)) {

@@ -79,6 +79,19 @@ int vlad_jit_store(Exec* ex, const Instr* ip, int e);  // Exec::store of a branc
 int vlad_jit_self_tail(Exec* ex, const Instr* ip);
 // ex->arg = (cons b b2) of an AppPair instruction.
 int vlad_jit_arg_pair(Exec* ex, const Instr* ip);
+// A direct call of a closure f whose lambda has native code (Lambda::direct), made by native code
+// as apply_core would make it: vlad_jit_enter enters the callee's frame (the depth limit, the
+// stack, the call record, Ctrl-C): 0, or kThrown with the frame not entered. Native code then
+// runs the callee over a frame of its own and, for a value (or, when ip splits, a pair), stores
+// it and leaves the frame itself (eval_depth, at a fixed distance from `work`); any other outcome
+// goes to vlad_jit_return, which does what apply_core and op_app do with it and leaves the frame.
+int vlad_jit_enter(uint64_t f, const Instr* ip);
+int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e);
+// (cons a b) for an argument, or 0 with the error kept (the heap limit).
+uint64_t vlad_jit_pair(uint64_t a, uint64_t b);
 }
+// The distance from `work` to `eval_depth` (both thread-local in one module: the same in every
+// thread), which native code decrements when a direct call returns.
+ptrdiff_t depth_offset_from_work();
 
 }  // namespace vlad

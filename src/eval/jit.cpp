@@ -66,7 +66,17 @@ const int32_t pair_car = field_offset(pair_probe, pair_probe.car), pair_cdr = fi
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
 const int32_t lambda_split2 = (int32_t)offsetof(Lambda, native_split2), lambda_prim = (int32_t)offsetof(Lambda, native_prim);
 const int32_t binding_cache_in = (int32_t)offsetof(Binding, cache_in), binding_cache_out = (int32_t)offsetof(Binding, cache_out);
+const int32_t lambda_direct = (int32_t)offsetof(Lambda, direct);
+const int32_t code_native = (int32_t)offsetof(Code, native), code_nslots = (int32_t)offsetof(Code, nslots),
+              code_arg_x = (int32_t)offsetof(Code, arg_x), code_arg_x2 = (int32_t)offsetof(Code, arg_x2);
+const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offsetof(Exec, env),
+              exec_self = (int32_t)offsetof(Exec, self), exec_r1 = (int32_t)offsetof(Exec, r1),
+              exec_r2 = (int32_t)offsetof(Exec, r2);
 #pragma GCC diagnostic pop
+// A direct call's callee Exec and then its frame, below the caller's native frame.
+constexpr int32_t kExecBytes = (int32_t)((sizeof(Exec) + 15) & ~size_t(15));
+// rsp - rbp in a body (its prologue pushes rbp, five registers and 8 bytes of padding).
+constexpr int32_t kFrameBytes = 48;
 const RevNode node_probe{};
 const int32_t node_v = field_offset(node_probe, node_probe.v), node_x1 = field_offset(node_probe, node_probe.x1),
               node_x2 = field_offset(node_probe, node_probe.x2);
@@ -524,10 +534,6 @@ struct Emitter {
         return;
       }
     }
-    if (self_loop && ip->tail && !ip->split && !ip->raw_call && !ip->chain_call) {
-      emit_self_tail(ip);
-      return;
-    }
     Prim* p = nullptr;
     Inline form = Inline::None;
     // (A primitive called in tail position is inlined too: the interpreter computes a binary
@@ -536,7 +542,9 @@ struct Emitter {
     if (!ip->split && !ip->raw_call && !ip->chain_call && (p = known_prim(ip->a)))
       form = inline_form(p, ip->op2 == AppPair || p->arity == 2);  // (a pair built before, taken apart)
     if (form == Inline::None) {
-      step(ip);
+      if (self_loop && ip->tail && !ip->split && !ip->raw_call && !ip->chain_call && !p) emit_self_tail(ip);
+      else if (!ip->tail && !ip->raw_call && !ip->chain_call && !p && depth_offset_ok) emit_direct_call(ip);
+      else step(ip);
       return;
     }
     guarded(ip, [&](Label slow) {
@@ -547,6 +555,115 @@ struct Emitter {
       emit_prim(ip, p, form, slow);  // its value in rax
       store(ip->x, xr::rax);
       count(offsetof(WorkCounters, applications));
+    });
+  }
+
+  // A call of a closure whose lambda has native code (Lambda::direct; exec.hpp): its frame and
+  // Exec are made here on the machine stack and its code called, without apply_core.
+  bool depth_offset_ok = false;
+  int32_t depth_offset = 0;
+  void leave_frame() {
+    a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
+    a.dec(xr::qword_ptr(kWork, depth_offset));
+  }
+  void emit_direct_call(const Instr* ip) {
+    guarded(ip, [&](Label slow) {
+      Label go = a.newLabel(), not_value = a.newLabel(), other = a.newLabel(), thrown = a.newLabel(),
+            done = a.newLabel();
+      load(xr::rax, ip->a);
+      kind_guard(Kind::Closure, slow);
+      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      a.cmp(xr::qword_ptr(xr::rdx, lambda_direct), 0);
+      a.je(slow);
+      count(offsetof(WorkCounters, applications));
+      a.mov(xr::rdi, xr::rax);
+      a.mov(xr::rsi, (uint64_t)ip);
+      call((const void*)&vlad_jit_enter);
+      a.test(xr::eax, xr::eax);
+      a.jnz(ret);  // kThrown
+      // the callee's Exec at rsp, its frame after it: rax = the closure, rdx = its Code
+      load(xr::rax, ip->a);
+      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
+      a.movsxd(xr::rcx, xr::dword_ptr(xr::rdx, code_nslots));
+      a.shl(xr::rcx, 3);
+      a.add(xr::rcx, kExecBytes + 15);
+      a.and_(xr::rcx, -16);
+      a.sub(xr::rsp, xr::rcx);
+      a.lea(xr::rcx, xr::ptr(xr::rsp, kExecBytes));
+      a.mov(xr::qword_ptr(xr::rsp, exec_fr), xr::rcx);
+      a.lea(xr::r8, xr::ptr(xr::rax, closure_env));
+      a.mov(xr::qword_ptr(xr::rsp, exec_env), xr::r8);
+      a.mov(xr::qword_ptr(xr::rsp, exec_self), xr::rax);
+      if (ip->op2 == AppPair) {
+        Label make_pair = a.newLabel();
+        a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x));
+        a.test(xr::r8, xr::r8);
+        a.js(make_pair);
+        load(xr::r9, ip->b);
+        a.mov(xr::qword_ptr(xr::rcx, xr::r8, 3), xr::r9);
+        a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x2));
+        load(xr::r9, ip->b2);
+        a.mov(xr::qword_ptr(xr::rcx, xr::r8, 3), xr::r9);
+        count(offsetof(WorkCounters, steps), 2);  // the two it skips, which the callee counts not
+        a.mov(xr::esi, 2);
+        a.jmp(go);
+        a.bind(make_pair);
+        load(xr::rdi, ip->b);
+        load(xr::rsi, ip->b2);
+        call((const void*)&vlad_jit_pair);
+        a.test(xr::rax, xr::rax);
+        a.jz(thrown);
+        a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_fr));
+        a.mov(xr::qword_ptr(xr::rcx), xr::rax);
+        a.mov(xr::rdx, xr::qword_ptr(xr::rsp, exec_self));
+        a.mov(xr::rdx, xr::qword_ptr(xr::rdx, closure_lambda));
+        a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
+      } else {
+        load(xr::r9, ip->b);
+        a.mov(xr::qword_ptr(xr::rcx), xr::r9);
+      }
+      a.xor_(xr::esi, xr::esi);
+      a.bind(go);
+      a.mov(xr::rax, xr::qword_ptr(xr::rdx, code_native));
+      a.mov(xr::rdi, xr::rsp);
+      a.mov(xr::rdx, kWork);
+      a.mov(xr::rcx, kMeter);
+      a.call(xr::rax);
+      if (!ip->split) {
+        a.cmp(xr::eax, (int32_t)Exit::Value);
+        a.jne(other);
+        a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_r1));
+        leave_frame();
+        store(ip->x, xr::rax);
+        a.jmp(done);
+      } else {
+        a.cmp(xr::eax, (int32_t)Exit::Pair);
+        a.jne(other);
+        a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_r1));
+        a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_r2));
+        leave_frame();
+        store(ip->x, xr::rax);
+        store(ip->x2, xr::rcx);
+        a.jmp(done);
+      }
+      a.bind(other);
+      a.cmp(xr::eax, kThrown);
+      a.je(thrown);
+      a.mov(xr::rdi, kEx);
+      a.mov(xr::rsi, (uint64_t)ip);
+      a.mov(xr::rdx, xr::rsp);
+      a.mov(xr::ecx, xr::eax);
+      call((const void*)&vlad_jit_return);  // leaves the frame
+      a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
+      check_continue();
+      a.jmp(done);
+      a.bind(thrown);
+      leave_frame();
+      a.mov(xr::eax, kThrown);
+      a.jmp(ret);
+      a.bind(done);
+      (void)not_value;
     });
   }
 
@@ -814,6 +931,10 @@ struct Emitter {
       a.cmp(xr::esi, 1);
       a.je(top_labels[1]);
     }
+    if (arg_car) {  // the argument's parts written by a direct caller (Code::arg_x)
+      a.cmp(xr::esi, 2);
+      a.je(top_labels[2]);
+    }
     for (int i = 0; i < c->n; i++) {
       a.bind(top_labels[i]);
       emit(&c->ins[i]);
@@ -850,6 +971,9 @@ void jit_compile(Code* c) {
   auto t0 = std::chrono::steady_clock::now();
   Emitter em(a);
   em.ret = a.newLabel();
+  ptrdiff_t d = depth_offset_from_work();
+  em.depth_offset_ok = d == (int32_t)d;
+  em.depth_offset = (int32_t)d;
   em.body(c);
   void* fn = nullptr;
   if (runtime()->add(&fn, &code) != kErrorOk) {
@@ -857,6 +981,14 @@ void jit_compile(Code* c) {
     return;
   }
   c->native = reinterpret_cast<int (*)(Exec*, int, WorkCounters*, uint64_t*)>(fn);
+  if (em.arg_car) {
+    c->arg_x = em.arg_car->x;
+    c->arg_x2 = em.arg_cdr->x;
+  }
+  if (Lambda* lam = c->lam) {
+    if (lam->code == c && !lam->native1 && !lam->native2 && !lam->native_split1 && !lam->native_split2 && !lam->raw_bp)
+      lam->direct = c;
+  }
   work.native_bodies++;
   work.native_instructions += em.instructions;
   work.native_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();

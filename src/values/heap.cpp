@@ -74,6 +74,7 @@ void gc_init() {
 }
 
 __thread WorkCounters work;
+WorkCounters* work_address() { return &work; }
 static thread_local int analysis_depth = 0;
 
 AnalysisScope::AnalysisScope()

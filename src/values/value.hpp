@@ -163,6 +163,7 @@ struct WorkCounters {
     if (o.retained_peak > retained_peak) retained_peak = o.retained_peak;
   }
 };
+WorkCounters* work_address();  // this thread's `work`
 extern __thread WorkCounters work;  // (__thread: no initialisation check at each use)
 
 // The bytes of the heap objects reachable from v (each counted once, at the size the collector
