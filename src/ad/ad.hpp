@@ -87,6 +87,8 @@ inline bool is_const_leaf(Value v) { return v.is_obj() && v.as_obj()->kind == Ki
 // at the first level (its backpropagator is its kViewBpNode view), and whether a rule lambda
 // computes its forward phase that way (rev_binary_s2).
 Value make_rev_node(Prim* p, double y, double x1, double x2);
+// The backpropagator of a binary primitive applied to two constant leaves (kConstPairView).
+Value const_pair_view();
 bool is_rev_binary_rule(Lambda* rule);
 
 // ---- views of backpropagators (native.cpp; Value::is_view) ----

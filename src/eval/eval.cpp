@@ -694,6 +694,12 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out, Lambda* entry = n
       fr[0] = arg;
       Exec ex{fr, cl->env, f, Value(), Value(), Value(), Value(), nullptr, 0, Pos()};
       Exit e = ex.run(code);
+      if (ex.pend_first) {  // the links of a native loop's chain calls, made before its exit
+        if (chain_last) chain_last->env[chain_hole] = Value::obj(ex.pend_first);
+        else chain_first = Value::obj(ex.pend_first);
+        chain_last = ex.pend_last;
+        chain_hole = ex.pend_hole;
+      }
       if (e == Exit::Tail || e == Exit::ChainTail) {
         if (e == Exit::ChainTail) {
           if (chain_last) chain_last->env[chain_hole] = Value::obj(ex.chain);
@@ -787,55 +793,93 @@ extern "C" int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e) {
   long depth = eval_depth;  // the callee's frame, left here
   return jit_guard([&] {
     try {
-      Value out[2];
       Exit x = Exit(e);
+      // the chain made by the callee's chain calls, as apply_core links them
+      Value first = Value::unbound();
+      Closure* last = nullptr;
+      int hole = 0;
+      auto link = [&](Closure* from, Closure* to, int h) {
+        if (last) last->env[hole] = Value::obj(from);
+        else first = Value::obj(from);
+        last = to;
+        hole = h;
+      };
+      if (callee->pend_first) link(callee->pend_first, callee->pend_last, callee->pend_hole);
+      if (x == Exit::ChainTail) link(callee->chain, callee->chain, callee->hole);
+      Value out[2];
+      Value r;
+      Pos pos = ip->src->pos;
       if (x == Exit::Tail || x == Exit::ChainTail) {
         // apply_core's loop goes on in the same frame: here a new one at the same depth, whose
         // record is what note_tail_call would make of the old one
-        Pos pos = call_records[depth].pos;
+        pos = call_records[depth].pos;
         if (!internal(callee->tail_pos) || internal(pos) || !pos.file) pos = callee->tail_pos;
         eval_depth = depth - 1;
-        bool halves = ip->split || x == Exit::ChainTail;
-        Value r = apply_core(callee->f, callee->arg, pos, halves ? out : nullptr);
-        if (x == Exit::ChainTail) {  // the callee's backpropagator fills the hole; the caller gets the chain
-          if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", pos);
-          callee->chain->env[callee->hole] = out[1];
-          out[1] = Value::obj(callee->chain);
-          if (ip->split) {
-            ex->fr[ip->x] = out[0];
-            ex->fr[ip->x2] = out[1];
-          } else {
-            ex->fr[ip->x] = cons(out[0], out[1]);
-          }
-        } else if (ip->split) {
-          if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
-          ex->fr[ip->x] = out[0];
-          ex->fr[ip->x2] = out[1];
-        } else {
-          ex->fr[ip->x] = r;
-        }
-        return Exec::kContinue;
-      }
-      eval_depth = depth - 1;
-      ex->r1 = callee->r1;
-      ex->r2 = callee->r2;
-      if (ip->split) {  // as run_split
+        r = apply_core(callee->f, callee->arg, pos, ip->split || last ? out : nullptr);
+      } else {
+        eval_depth = depth - 1;
         if (x == Exit::Pair) {
-          out[0] = ex->r1;
-          out[1] = ex->r2;
+          out[0] = callee->r1;
+          out[1] = callee->r2;
+          r = ip->split || last ? Value::unbound() : cons(out[0], unview(out[1]));
         } else {
-          split_value(ex->r1, out, "(cons value backpropagator)", ip->src->pos);
+          r = callee->r1;
         }
+      }
+      if (last) {  // the last hole gets the backpropagator of the last callee; the caller the first
+        if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", pos);
+        last->env[hole] = out[1];
+        out[1] = first;
+        r = ip->split ? Value::unbound() : cons(out[0], out[1]);
+      }
+      if (ip->split) {  // as run_split
+        if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
         ex->fr[ip->x] = out[0];
         ex->fr[ip->x2] = out[1];
       } else {
-        ex->fr[ip->x] = x == Exit::Pair ? cons(ex->r1, unview(ex->r2)) : ex->r1;
+        ex->fr[ip->x] = r;
       }
       return Exec::kContinue;
     } catch (...) {
       eval_depth = depth - 1;
       throw;
     }
+  });
+}
+
+extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
+  return jit_guard([&] {
+    work.applications++;
+    Value fv = ex->get(ip->a);
+    Prim* p = static_cast<Prim*>(fv.as_obj());
+    if (ip->split) {  // run_split's path
+      Value arg = ex->arg_of(ip), r, out[2];
+      {
+        CallFrame frame(fv, ip->src->pos);
+        Interp* in = current;
+        if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
+        r = apply_prim(p, arg);
+      }
+      split_value(r, out, "(cons value backpropagator)", ip->src->pos);
+      ex->fr[ip->x] = out[0];
+      ex->fr[ip->x2] = out[1];
+      return Exec::kContinue;
+    }
+    if (ip->op2 == AppPair && p->arity == 2 && p->fn2) {
+      try {
+        ex->fr[ip->x] = p->fn2(p, ex->get(ip->b), ex->get(ip->b2));
+      } catch (Error& e) {
+        if (!e.pos.file) e.pos = ip->src->pos;
+        throw;
+      }
+      return Exec::kContinue;
+    }
+    Value arg = ex->arg_of(ip);
+    CallFrame frame(fv, ip->src->pos);
+    Interp* in = current;
+    if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
+    ex->fr[ip->x] = apply_prim(p, arg);
+    return Exec::kContinue;
   });
 }
 

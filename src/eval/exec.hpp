@@ -19,6 +19,12 @@ struct Exec {
   Closure* chain;
   int hole;
   Pos tail_pos;  // the call site of a tail call
+  // Links a native self loop made by chain calls (jit.cpp) before the body's exit: its first
+  // and last backpropagators and the last one's hole, which whoever ran the body links in
+  // before its exit, as it links a ChainTail's `chain` (null: none).
+  Closure* pend_first = nullptr;
+  Closure* pend_last = nullptr;
+  int pend_hole = 0;
 
   Value get(int r) const { return r >= 0 ? fr[r] : env[-r - 1]; }
   Value arg_of(const Instr* ip) const;
@@ -87,6 +93,9 @@ int vlad_jit_arg_pair(Exec* ex, const Instr* ip);
 // goes to vlad_jit_return, which does what apply_core and op_app do with it and leaves the frame.
 int vlad_jit_enter(uint64_t f, const Instr* ip);
 int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e);
+// A call, not in tail position, of the primitive slot ip->a holds (native code checked which):
+// op_app's paths for a primitive without the rest of its dispatch.
+int vlad_jit_prim(Exec* ex, const Instr* ip);
 // (cons a b) for an argument, or 0 with the error kept (the heap limit).
 uint64_t vlad_jit_pair(uint64_t a, uint64_t b);
 }

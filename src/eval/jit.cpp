@@ -66,12 +66,13 @@ const int32_t pair_car = field_offset(pair_probe, pair_probe.car), pair_cdr = fi
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
 const int32_t lambda_split2 = (int32_t)offsetof(Lambda, native_split2), lambda_prim = (int32_t)offsetof(Lambda, native_prim);
 const int32_t binding_cache_in = (int32_t)offsetof(Binding, cache_in), binding_cache_out = (int32_t)offsetof(Binding, cache_out);
-const int32_t lambda_direct = (int32_t)offsetof(Lambda, direct);
+const int32_t lambda_direct = (int32_t)offsetof(Lambda, direct), lambda_split1 = (int32_t)offsetof(Lambda, native_split1);
 const int32_t code_native = (int32_t)offsetof(Code, native), code_nslots = (int32_t)offsetof(Code, nslots),
               code_arg_x = (int32_t)offsetof(Code, arg_x), code_arg_x2 = (int32_t)offsetof(Code, arg_x2);
 const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offsetof(Exec, env),
               exec_self = (int32_t)offsetof(Exec, self), exec_r1 = (int32_t)offsetof(Exec, r1),
-              exec_r2 = (int32_t)offsetof(Exec, r2);
+              exec_r2 = (int32_t)offsetof(Exec, r2), exec_pend_first = (int32_t)offsetof(Exec, pend_first),
+              exec_pend_last = (int32_t)offsetof(Exec, pend_last), exec_pend_hole = (int32_t)offsetof(Exec, pend_hole);
 #pragma GCC diagnostic pop
 // A direct call's callee Exec and then its frame, below the caller's native frame.
 constexpr int32_t kExecBytes = (int32_t)((sizeof(Exec) + 15) & ~size_t(15));
@@ -125,12 +126,51 @@ Inline inline_form(Prim* p, bool pair_arg) {
 
 // (reverse y) of a binary primitive's first-level forward phase; 0 when allocating failed (the
 // heap limit), with the error kept.
+// (reverse y) of a binary primitive applied to two constant leaves: a constant leaf; 0 as above.
+extern "C" uint64_t vlad_jit_const_leaf(double y) {
+  try {
+    return const_leaf(y).bits;
+  } catch (...) {
+    jit_keep_error();
+    return 0;
+  }
+}
+
 extern "C" uint64_t vlad_jit_node(Prim* p, double y, double x1, double x2) {
   try {
     return make_rev_node(p, y, x1, x2).bits;
   } catch (...) {
     jit_keep_error();
     return 0;
+  }
+}
+
+// gc_alloc's slow path: the object, or 0 with the error kept (the heap limit).
+extern "C" uint64_t vlad_jit_alloc(size_t bytes) {
+  try {
+    return (uint64_t)gc_alloc(bytes);
+  } catch (...) {
+    jit_keep_error();
+    return 0;
+  }
+}
+
+// A callee's native forward phase (Lambda::native_split1/2) into out: 1, 0 when it declined (the
+// interpreter then runs the call), or kThrown with the error kept.
+extern "C" int vlad_jit_split2(bool (*fn)(Closure*, Value, Value, Value*), Closure* cl, uint64_t a, uint64_t b, Value* out) {
+  try {
+    return fn(cl, Value(a, 0), Value(b, 0), out) ? 1 : 0;
+  } catch (...) {
+    jit_keep_error();
+    return kThrown;
+  }
+}
+extern "C" int vlad_jit_split1(bool (*fn)(Closure*, Value, Value*), Closure* cl, uint64_t a, Value* out) {
+  try {
+    return fn(cl, Value(a, 0), out) ? 1 : 0;
+  } catch (...) {
+    jit_keep_error();
+    return kThrown;
   }
 }
 
@@ -303,7 +343,8 @@ struct Emitter {
   const Instr* arg_cdr = nullptr;
   void plan_self_loop(const Code* c) {
     Lambda* lam = c->lam;
-    self_loop = lam && !lam->native1 && !lam->native_split1 && !lam->raw_bp && !lam->raw_variant && lam->code == c;
+    self_loop = lam && !lam->native1 && !lam->native2 && !lam->native_split1 && !lam->native_split2 && !lam->raw_bp &&
+                !lam->raw_variant && lam->code == c;
     if (!self_loop || c->n < 2) return;
     const Instr* i0 = &c->ins[0];
     const Instr* i1 = &c->ins[1];
@@ -328,6 +369,31 @@ struct Emitter {
     a.mov(xr::rsi, (uint64_t)ip);
     call((const void*)&vlad_jit_self_tail);
     check_continue();
+    if (ip->chain_call) {
+      // op_app's chain call: the backpropagator with a hole (made first), linked here to the
+      // chain this loop makes (Exec::pend_first), as apply_core links a ChainTail's
+      Label has_last = a.newLabel(), linked = a.newLabel();
+      emit_alloc(sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1));
+      write_header(Kind::Closure, ip->ncaps);
+      a.mov(xr::rcx, (uint64_t)ip->chain);
+      a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
+      for (int k = 0; k < ip->ncaps; k++) {
+        if (k == ip->hole) a.mov(xr::ecx, (int32_t)Value::kNil);
+        else load(xr::rcx, ip->caps[k]);
+        a.mov(xr::qword_ptr(xr::rax, closure_env + 8 * k), xr::rcx);
+      }
+      a.mov(xr::rcx, xr::qword_ptr(kEx, exec_pend_last));
+      a.test(xr::rcx, xr::rcx);
+      a.jnz(has_last);
+      a.mov(xr::qword_ptr(kEx, exec_pend_first), xr::rax);
+      a.jmp(linked);
+      a.bind(has_last);
+      a.movsxd(xr::rdx, xr::dword_ptr(kEx, exec_pend_hole));
+      a.mov(xr::qword_ptr(xr::rcx, xr::rdx, 3, closure_env), xr::rax);
+      a.bind(linked);
+      a.mov(xr::qword_ptr(kEx, exec_pend_last), xr::rax);
+      a.mov(xr::dword_ptr(kEx, exec_pend_hole), ip->hole);
+    }
     bool parts = arg_car && ip->op2 == AppPair;
     if (parts) {
       load(xr::rax, ip->b);
@@ -428,15 +494,15 @@ struct Emitter {
       rev_real(xr::rax, xr::xmm1, xr::r10, slow);
       load(xr::rcx, ip->b2);
       rev_real(xr::rcx, xr::xmm2, xr::r11, slow);
-      a.and_(xr::r10d, xr::r11d);
-      a.jnz(slow);  // two constants: nothing is recorded (the interpreter makes a constant leaf)
+      Label made = a.newLabel(), constants = a.newLabel(), out = a.newLabel();
       count(offsetof(WorkCounters, applications));
       a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
       a.movsd(xr::xmm0, xr::xmm1);
       arith(arith_form(p), xr::xmm0, xr::xmm2);
+      a.and_(xr::r10d, xr::r11d);
+      a.jnz(constants);  // two constants: nothing is recorded (a constant leaf, the zero backpropagator)
       a.mov(xr::rdi, (uint64_t)p);
       call((const void*)&vlad_jit_node);
-      Label made = a.newLabel();
       a.test(xr::rax, xr::rax);
       a.jnz(made);
       a.mov(xr::eax, kThrown);
@@ -445,6 +511,19 @@ struct Emitter {
       store(ip->x, xr::rax);
       a.or_(xr::rax, (int32_t)kViewBpNode);
       store(ip->x2, xr::rax);
+      a.jmp(out);
+      a.bind(constants);
+      call((const void*)&vlad_jit_const_leaf);
+      Label leaf = a.newLabel();
+      a.test(xr::rax, xr::rax);
+      a.jnz(leaf);
+      a.mov(xr::eax, kThrown);
+      a.jmp(ret);
+      a.bind(leaf);
+      store(ip->x, xr::rax);
+      a.mov(xr::rax, const_pair_view().bits);
+      store(ip->x2, xr::rax);
+      a.bind(out);
     });
   }
 
@@ -542,20 +621,96 @@ struct Emitter {
     if (!ip->split && !ip->raw_call && !ip->chain_call && (p = known_prim(ip->a)))
       form = inline_form(p, ip->op2 == AppPair || p->arity == 2);  // (a pair built before, taken apart)
     if (form == Inline::None) {
-      if (self_loop && ip->tail && !ip->split && !ip->raw_call && !ip->chain_call && !p) emit_self_tail(ip);
+      bool chain_ok = !ip->chain_call || (alloc_ok && ip->ncaps > 0 &&
+                                          free_list_index(sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1)) >= 0);
+      if (self_loop && ip->tail && !ip->split && !ip->raw_call && chain_ok && !p) emit_self_tail(ip);
       else if (!ip->tail && !ip->raw_call && !ip->chain_call && !p && depth_offset_ok) emit_direct_call(ip);
+      else if (!ip->tail && !ip->raw_call && !ip->chain_call && p) emit_prim_call(ip, p);
       else step(ip);
       return;
     }
-    guarded(ip, [&](Label slow) {
-      load(xr::rax, ip->a);
-      a.mov(xr::rdx, (uint64_t)p);
-      a.cmp(xr::rax, xr::rdx);
-      a.jne(slow);
-      emit_prim(ip, p, form, slow);  // its value in rax
-      store(ip->x, xr::rax);
-      count(offsetof(WorkCounters, applications));
-    });
+    Label slow = a.newLabel(), prim_slow = a.newLabel(), done = a.newLabel();
+    load(xr::rax, ip->a);
+    a.mov(xr::rdx, (uint64_t)p);
+    a.cmp(xr::rax, xr::rdx);
+    a.jne(slow);
+    emit_prim(ip, p, form, ip->tail ? slow : prim_slow);  // its value in rax
+    store(ip->x, xr::rax);
+    count(offsetof(WorkCounters, applications));
+    a.jmp(done);
+    if (!ip->tail) {  // arguments outside the inline form: the primitive itself, called
+      a.bind(prim_slow);
+      a.mov(xr::rdi, kEx);
+      a.mov(xr::rsi, (uint64_t)ip);
+      call((const void*)&vlad_jit_prim);
+      check_continue();
+      a.jmp(done);
+    }
+    a.bind(slow);
+    step(ip);
+    a.bind(done);
+  }
+
+  // rax = a new scanned object of `bytes` (a free_list_index), counted as gc_alloc counts: taken
+  // from this thread's free list as gc_alloc takes it, else from gc_alloc. Clobbers rcx, rdx and,
+  // on the slow path, every caller-saved register.
+  bool alloc_ok = false;
+  int32_t free_lists_offset = 0;
+  void emit_alloc(size_t bytes) {
+    int32_t head = free_list_index(bytes) * 8;
+    Label slow = a.newLabel(), have = a.newLabel();
+    a.mov(xr::rcx, xr::qword_ptr(kWork, free_lists_offset));
+    a.test(xr::rcx, xr::rcx);
+    a.jz(slow);
+    a.mov(xr::rax, xr::qword_ptr(xr::rcx, head));
+    a.cmp(xr::rax, (int32_t)free_list_counter_max());
+    a.jbe(slow);
+    a.mov(xr::rdx, xr::qword_ptr(xr::rax));
+    a.mov(xr::qword_ptr(xr::rcx, head), xr::rdx);
+    count(offsetof(WorkCounters, objects));
+    count(offsetof(WorkCounters, bytes), (int64_t)bytes);
+    a.jmp(have);
+    a.bind(slow);
+    a.mov(xr::edi, (uint32_t)bytes);
+    call((const void*)&vlad_jit_alloc);
+    a.test(xr::rax, xr::rax);
+    a.jnz(have);
+    a.mov(xr::eax, kThrown);
+    a.jmp(ret);
+    a.bind(have);
+  }
+  // The object header of kind k with aux n, as one word.
+  static uint64_t header(Kind k, uint32_t n) { return (uint64_t)(uint32_t)k | ((uint64_t)n << 32); }
+  void write_header(Kind k, uint32_t n) {
+    a.mov(xr::rcx, header(k, n));
+    a.mov(xr::qword_ptr(xr::rax), xr::rcx);
+  }
+
+  void emit_cons(const Instr* ip) {
+    if (!alloc_ok) return step(ip);
+    emit_alloc(sizeof(Pair));
+    write_header(Kind::Pair, 0);
+    load(xr::rcx, ip->a);
+    a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rcx);
+    load(xr::rcx, ip->b);
+    a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rcx);
+    store(ip->x, xr::rax);
+  }
+
+  // A closure over captured values (op_lambda's general case).
+  void emit_lambda(const Instr* ip) {
+    size_t bytes = sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1);
+    if (!alloc_ok || ip->self_ref || ip->inert_guard || ip->ncaps <= 0 || free_list_index(bytes) < 0)
+      return step(ip);
+    emit_alloc(bytes);
+    write_header(Kind::Closure, ip->ncaps);
+    a.mov(xr::rcx, (uint64_t)ip->lam);
+    a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
+    for (int k = 0; k < ip->ncaps; k++) {
+      load(xr::rcx, ip->caps[k]);
+      a.mov(xr::qword_ptr(xr::rax, closure_env + 8 * k), xr::rcx);
+    }
+    store(ip->x, xr::rax);
   }
 
   // A call of a closure whose lambda has native code (Lambda::direct; exec.hpp): its frame and
@@ -573,6 +728,38 @@ struct Emitter {
       load(xr::rax, ip->a);
       kind_guard(Kind::Closure, slow);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      if (ip->split) {  // a callee with a native forward phase: called here (run_split's first case)
+        Label no_split = a.newLabel(), declined = a.newLabel();
+        bool two = ip->op2 == AppPair;
+        a.mov(xr::rdi, xr::qword_ptr(xr::rdx, two ? lambda_split2 : lambda_split1));
+        a.test(xr::rdi, xr::rdi);
+        a.jz(no_split);
+        a.sub(xr::rsp, 16);  // out[2]
+        a.mov(xr::rsi, xr::rax);
+        load(xr::rdx, ip->b);
+        if (two) {
+          load(xr::rcx, ip->b2);
+          a.mov(xr::r8, xr::rsp);
+        } else {
+          a.mov(xr::rcx, xr::rsp);
+        }
+        call(two ? (const void*)&vlad_jit_split2 : (const void*)&vlad_jit_split1);
+        a.cmp(xr::eax, 1);
+        a.jne(declined);
+        a.mov(xr::rax, xr::qword_ptr(xr::rsp));
+        a.mov(xr::rcx, xr::qword_ptr(xr::rsp, 8));
+        a.add(xr::rsp, 16);
+        store(ip->x, xr::rax);
+        store(ip->x2, xr::rcx);
+        count(offsetof(WorkCounters, applications));
+        a.jmp(done);
+        a.bind(declined);
+        a.add(xr::rsp, 16);
+        a.cmp(xr::eax, kThrown);
+        a.je(ret);
+        a.jmp(slow);
+        a.bind(no_split);
+      }
       a.cmp(xr::qword_ptr(xr::rdx, lambda_direct), 0);
       a.je(slow);
       count(offsetof(WorkCounters, applications));
@@ -595,6 +782,9 @@ struct Emitter {
       a.lea(xr::r8, xr::ptr(xr::rax, closure_env));
       a.mov(xr::qword_ptr(xr::rsp, exec_env), xr::r8);
       a.mov(xr::qword_ptr(xr::rsp, exec_self), xr::rax);
+      a.xor_(xr::r8d, xr::r8d);
+      a.mov(xr::qword_ptr(xr::rsp, exec_pend_first), xr::r8);
+      a.mov(xr::qword_ptr(xr::rsp, exec_pend_last), xr::r8);
       if (ip->op2 == AppPair) {
         Label make_pair = a.newLabel();
         a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x));
@@ -630,6 +820,8 @@ struct Emitter {
       a.mov(xr::rdx, kWork);
       a.mov(xr::rcx, kMeter);
       a.call(xr::rax);
+      a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
+      a.jne(other);  // (with eax, the exit, kept)
       if (!ip->split) {
         a.cmp(xr::eax, (int32_t)Exit::Value);
         a.jne(other);
@@ -664,6 +856,20 @@ struct Emitter {
       a.jmp(ret);
       a.bind(done);
       (void)not_value;
+    });
+  }
+
+  // A primitive known when compiling, with no inline form: called without op_app's dispatch.
+  void emit_prim_call(const Instr* ip, Prim* p) {
+    guarded(ip, [&](Label slow) {
+      load(xr::rax, ip->a);
+      a.mov(xr::rdx, (uint64_t)p);
+      a.cmp(xr::rax, xr::rdx);
+      a.jne(slow);
+      a.mov(xr::rdi, kEx);
+      a.mov(xr::rsi, (uint64_t)ip);
+      call((const void*)&vlad_jit_prim);
+      check_continue();
     });
   }
 
@@ -873,6 +1079,8 @@ struct Emitter {
       case Op::Car:
       case Op::Cdr: emit_car_cdr(ip); break;
       case Op::If: emit_if(ip); break;
+      case Op::Cons: emit_cons(ip); break;
+      case Op::Lambda: emit_lambda(ip); break;
       case Op::BackCall:
         if (ip->split3) emit_back_node(ip);
         else step(ip);
@@ -974,6 +1182,9 @@ void jit_compile(Code* c) {
   ptrdiff_t d = depth_offset_from_work();
   em.depth_offset_ok = d == (int32_t)d;
   em.depth_offset = (int32_t)d;
+  ptrdiff_t f = (char*)free_lists_address() - (char*)work_address();
+  em.alloc_ok = f == (int32_t)f && free_list_index(sizeof(Pair)) >= 0;
+  em.free_lists_offset = (int32_t)f;
   em.body(c);
   void* fn = nullptr;
   if (runtime()->add(&fn, &code) != kErrorOk) {

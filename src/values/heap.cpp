@@ -117,6 +117,15 @@ FreeLists* my_free_lists() {
 [[noreturn]] void out_of_memory() { heap_exhausted(); }
 }  // namespace
 
+void* free_lists_address() { return &free_lists; }
+
+int free_list_index(size_t bytes) {
+  size_t granules = GC_WORDS_TO_WHOLE_GRANULES((bytes + 7) / 8);
+  return granules < GC_TINY_FREELISTS ? (int)granules : -1;
+}
+
+uintptr_t free_list_counter_max() { return GC_TINY_FREELISTS + 1; }
+
 void release_free_lists() {
   if (!free_lists) return;
   GC_FREE(free_lists);  // what is left on the lists is garbage now

@@ -164,6 +164,13 @@ struct WorkCounters {
   }
 };
 WorkCounters* work_address();  // this thread's `work`
+// gc_alloc's fast path, for the native tier to do inline (heap.cpp): the address of this thread's
+// pointer to its free lists (an array of heads, null until the first allocation), the list
+// index for an object of `bytes` (-1: not from a list), and the largest head value that is not
+// an object (an empty list, or a count).
+void* free_lists_address();
+int free_list_index(size_t bytes);
+uintptr_t free_list_counter_max();
 extern __thread WorkCounters work;  // (__thread: no initialisation check at each use)
 
 // The bytes of the heap objects reachable from v (each counted once, at the size the collector
