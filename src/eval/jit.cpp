@@ -700,8 +700,28 @@ struct Emitter {
   // A closure over captured values (op_lambda's general case).
   void emit_lambda(const Instr* ip) {
     size_t bytes = sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1);
-    if (!alloc_ok || ip->self_ref || ip->inert_guard || ip->ncaps <= 0 || free_list_index(bytes) < 0)
-      return step(ip);
+    if (!alloc_ok || ip->self_ref || ip->ncaps <= 0 || free_list_index(bytes) < 0) return step(ip);
+    Label slow = a.newLabel(), done = a.newLabel();
+    if (ip->inert_guard) {  // a way out whose value holds no real (inert_value): the interpreter
+      Label general = a.newLabel();
+      load(xr::rax, ip->b);
+      a.cmp(xr::rax, (int32_t)Value::kNil);
+      a.je(slow);
+      a.cmp(xr::rax, (int32_t)Value::kFalse);
+      a.je(slow);
+      a.cmp(xr::rax, (int32_t)Value::kTrue);
+      a.je(slow);
+      a.test(xr::al, 15);
+      a.jnz(general);
+      a.cmp(xr::rax, 0xff);
+      a.jbe(general);
+      a.mov(xr::rdx, xr::rax);
+      a.shr(xr::rdx, 48);
+      a.jnz(general);
+      a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::String);
+      a.je(slow);
+      a.bind(general);
+    }
     emit_alloc(bytes);
     write_header(Kind::Closure, ip->ncaps);
     a.mov(xr::rcx, (uint64_t)ip->lam);
@@ -711,6 +731,10 @@ struct Emitter {
       a.mov(xr::qword_ptr(xr::rax, closure_env + 8 * k), xr::rcx);
     }
     store(ip->x, xr::rax);
+    a.jmp(done);
+    a.bind(slow);
+    step(ip);
+    a.bind(done);
   }
 
   // A call of a closure whose lambda has native code (Lambda::direct; exec.hpp): its frame and
