@@ -283,11 +283,28 @@ Value env_ref(Value v, int index, Lambda* lam) {
 
 // ---- ⊕ ----
 
+namespace {
+Value plus_rest(Value a, Value b);
+
+__attribute__((noinline)) Value plus_pairs(Value a, Value b) {
+  return memo_pair(plus_memo, a, b, [&] { return cons(plus(car(a), car(b)), plus(cdr(a), cdr(b))); });
+}
+}  // namespace
+
+// The common cases here, with no frame to speak of: two reals, a zero, two pairs; the others in
+// plus_rest.
 Value plus(Value a, Value b) {
+  if (a.is_real() && b.is_real()) return Value::real(a.as_real() + b.as_real());
   if (a.is_zero_sens()) return b;  // the placeholder zero of backpropagator code
   if (b.is_zero_sens()) return a;
   if (is(a, Kind::Zero) || is_zero_view(a)) return b;
   if (is_zero_view(b)) return a;
+  if (is(a, Kind::Pair) && is(b, Kind::Pair)) return plus_pairs(a, b);
+  return plus_rest(a, b);
+}
+
+namespace {
+__attribute__((noinline)) Value plus_rest(Value a, Value b) {
   if (is_j_view(a) && is_j_view(b) && view_tag(a) == kViewJ && view_tag(b) == kViewJ) {
     Pair* p = static_cast<Pair*>(view_obj(a));
     Pair* q = static_cast<Pair*>(view_obj(b));
@@ -343,6 +360,7 @@ Value plus(Value a, Value b) {
   if (inert(a) && inert(b)) return a.is_nil() ? b : a;
   throw Error("plus: values do not conform: " + write_string(a) + " and " + write_string(b));
 }
+}  // namespace
 
 // ---- forward mode ----
 
