@@ -104,8 +104,14 @@ void* gc_alloc_uncollectable(size_t bytes) {
 namespace {
 // (Only scanned kinds: the links of a list of pointer-free objects are not scanned, so the
 // collector would not see the list beyond its head; those come from GC_MALLOC_ATOMIC.)
+constexpr int kAtomicBatch = 256;  // a heap block's worth of 16-byte objects
 struct FreeLists {
   void* normal[GC_TINY_FREELISTS];
+  // Pointer-free objects of one and two granules (a reverse real, a primitive's record of its
+  // arguments), taken from the collector a batch at a time and held here, one pointer each in
+  // this scanned block, until handed out: a list linked through them would not be traced.
+  void* atomic[3][kAtomicBatch];
+  int atomic_n[3];
 };
 thread_local FreeLists* free_lists = nullptr;
 
@@ -141,9 +147,41 @@ void* gc_alloc(size_t bytes) {
   return p;
 }
 
+namespace {
+// A batch of pointer-free objects of g granules into fl->atomic[g]. No collection may run between
+// the collector handing out the list and its objects being stored in the scanned block (another
+// thread's allocation could start one), so collections are held off meanwhile; one that is due
+// starts at the next allocation that needs the collector.
+void refill_atomic(FreeLists* fl, size_t g) {
+  void* list = nullptr;
+  GC_disable();
+  GC_generic_malloc_many(g * GC_GRANULE_BYTES, GC_I_PTRFREE, &list);
+  int n = 0;
+  for (; list && n < kAtomicBatch; n++) {
+    fl->atomic[g][n] = list;
+    list = *static_cast<void**>(list);
+  }
+  GC_enable();
+  fl->atomic_n[g] = n;  // (objects past the batch are garbage)
+}
+}  // namespace
+
 void* gc_alloc_atomic(size_t bytes) {
   work.objects++;
   work.bytes += bytes;
+  size_t g = GC_WORDS_TO_WHOLE_GRANULES((bytes + 7) / 8);
+  if (g >= 1 && g <= 2) {
+    FreeLists* fl = my_free_lists();
+    if (fl->atomic_n[g] == 0) refill_atomic(fl, g);
+    int n = fl->atomic_n[g];
+    if (n > 0) {
+      void** slot = &fl->atomic[g][n - 1];
+      void* p = *slot;
+      *slot = nullptr;  // held by its user from now on
+      fl->atomic_n[g] = n - 1;
+      return p;
+    }
+  }
   void* p = GC_MALLOC_ATOMIC(bytes);
   if (!p) heap_exhausted();
   return p;
