@@ -90,6 +90,11 @@ Value make_rev_node(Prim* p, double y, double x1, double x2);
 // The backpropagator of a binary primitive applied to two constant leaves (kConstPairView).
 Value const_pair_view();
 bool is_rev_binary_rule(Lambda* rule);
+// The forward phases (Lambda::native_split1) of car's and cdr's reverse rules at the first level,
+// which the native tier inlines for a pair and for a view of *j of one.
+using Split1 = bool (*)(Closure*, Value, Value*);
+Split1 rev_car_split();
+Split1 rev_cdr_split();
 
 // ---- views of backpropagators (native.cpp; Value::is_view) ----
 // The backpropagator of a builtin primitive applied at the first level of transformation, made

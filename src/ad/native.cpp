@@ -281,6 +281,13 @@ bool rev_cdr_s(Closure* c, Value xr, Value* out) {
   return true;
 }
 
+}  // namespace
+
+Split1 rev_car_split() { return rev_car_s; }
+Split1 rev_cdr_split() { return rev_cdr_s; }
+
+namespace {
+
 bool rev_const_s(Closure* c, Value xr, Value* out) {
   Prim* p = prim_of(c);
   out[0] = p->fn1(p, xr);

@@ -745,6 +745,81 @@ struct Emitter {
     a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
     a.dec(xr::qword_ptr(kWork, depth_offset));
   }
+  // car's or cdr's reverse rule at the first level (rdi: the callee's native_split1) applied to a
+  // pair or to a view of *j of a pair, as rev_car_s / rev_cdr_s do it (ad/native.cpp): the part,
+  // or a view of *j of it, and a view for the backpropagator; no call, no allocation. Falls
+  // through for any other callee or argument.
+  void emit_projection_split(const Instr* ip, Label done) {
+    Label other = a.newLabel(), is_car = a.newLabel();
+    a.mov(xr::r8, (uint64_t)rev_car_split());
+    a.cmp(xr::rdi, xr::r8);
+    a.je(is_car);
+    a.mov(xr::r8, (uint64_t)rev_cdr_split());
+    a.cmp(xr::rdi, xr::r8);
+    a.jne(other);
+    for (int cdr = 1; cdr >= 0; cdr--) {
+      if (!cdr) a.bind(is_car);
+      Label j_view = a.newLabel(), part_done = a.newLabel(), not_pair = a.newLabel();
+      int32_t part = cdr ? pair_cdr : pair_car;
+      load(xr::rcx, ip->b);
+      a.mov(xr::r8, xr::rcx);
+      a.shr(xr::r8, 48);
+      a.jnz(other);
+      a.cmp(xr::rcx, 0xff);
+      a.jbe(other);
+      a.test(xr::cl, 15);
+      a.jnz(j_view);
+      // a pair: its part, and the view of the pair (kViewBpCar / kViewBpCdr)
+      a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
+      a.jne(other);
+      a.mov(xr::r9, xr::qword_ptr(xr::rcx, part));
+      store(ip->x, xr::r9);
+      a.or_(xr::rcx, (int32_t)(cdr ? kViewBpCdr : kViewBpCar));
+      store(ip->x2, xr::rcx);
+      a.jmp(part_done);
+      // (*j P): j_part of P, and the view kViewBpCarJ / kViewBpCdrJ of P
+      a.bind(j_view);
+      a.mov(xr::r8, xr::rcx);
+      a.and_(xr::r8, 15);
+      a.cmp(xr::r8, (int32_t)kViewJ);
+      a.jne(other);
+      a.and_(xr::rcx, -16);  // P
+      a.mov(xr::r9, xr::qword_ptr(xr::rcx, part));
+      Label own = a.newLabel(), stored = a.newLabel();
+      // the part a pair: a view of *j of it
+      a.mov(xr::r8, xr::r9);
+      a.shr(xr::r8, 48);
+      a.jnz(not_pair);
+      a.cmp(xr::r9, 0xff);
+      a.jbe(not_pair);
+      a.test(xr::r9b, 15);
+      a.jnz(not_pair);
+      a.cmp(xr::dword_ptr(xr::r9, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
+      a.jne(not_pair);
+      a.or_(xr::r9, (int32_t)kViewJ);
+      a.jmp(stored);
+      // (), #t, #f: its own *j; anything else: the view kViewJCar / kViewJCdr of P
+      a.bind(not_pair);
+      a.cmp(xr::r9, (int32_t)Value::kNil);
+      a.je(own);
+      a.cmp(xr::r9, (int32_t)Value::kFalse);
+      a.je(own);
+      a.cmp(xr::r9, (int32_t)Value::kTrue);
+      a.je(own);
+      a.mov(xr::r9, xr::rcx);
+      a.or_(xr::r9, (int32_t)(cdr ? kViewJCdr : kViewJCar));
+      a.bind(own);
+      a.bind(stored);
+      store(ip->x, xr::r9);
+      a.or_(xr::rcx, (int32_t)(cdr ? kViewBpCdrJ : kViewBpCarJ));
+      store(ip->x2, xr::rcx);
+      a.bind(part_done);
+      count(offsetof(WorkCounters, applications));
+      a.jmp(done);
+    }
+    a.bind(other);
+  }
+
   void emit_direct_call(const Instr* ip) {
     guarded(ip, [&](Label slow) {
       Label go = a.newLabel(), not_value = a.newLabel(), other = a.newLabel(), thrown = a.newLabel(),
@@ -758,6 +833,7 @@ struct Emitter {
         a.mov(xr::rdi, xr::qword_ptr(xr::rdx, two ? lambda_split2 : lambda_split1));
         a.test(xr::rdi, xr::rdi);
         a.jz(no_split);
+        if (!two) emit_projection_split(ip, done);
         a.sub(xr::rsp, 16);  // out[2]
         a.mov(xr::rsi, xr::rax);
         load(xr::rdx, ip->b);
