@@ -67,6 +67,7 @@ const int32_t pair_car = field_offset(pair_probe, pair_probe.car), pair_cdr = fi
 const int32_t lambda_split2 = (int32_t)offsetof(Lambda, native_split2), lambda_prim = (int32_t)offsetof(Lambda, native_prim);
 const int32_t binding_cache_in = (int32_t)offsetof(Binding, cache_in), binding_cache_out = (int32_t)offsetof(Binding, cache_out);
 const int32_t lambda_direct = (int32_t)offsetof(Lambda, direct), lambda_split1 = (int32_t)offsetof(Lambda, native_split1);
+const int32_t lambda_native2 = (int32_t)offsetof(Lambda, native2);
 const int32_t code_native = (int32_t)offsetof(Code, native), code_nslots = (int32_t)offsetof(Code, nslots),
               code_arg_x = (int32_t)offsetof(Code, arg_x), code_arg_x2 = (int32_t)offsetof(Code, arg_x2);
 const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offsetof(Exec, env),
@@ -163,6 +164,17 @@ extern "C" int vlad_jit_split2(bool (*fn)(Closure*, Value, Value, Value*), Closu
   } catch (...) {
     jit_keep_error();
     return kThrown;
+  }
+}
+// A callee's native implementation of two arguments (Lambda::native2: a primitive's forward rule
+// at the first level, say): its value, Value::kUnbound when it declined, 0 when it threw (the
+// error kept).
+extern "C" uint64_t vlad_jit_native2(Value (*fn)(Closure*, Value, Value), Closure* cl, uint64_t a, uint64_t b) {
+  try {
+    return fn(cl, Value(a, 0), Value(b, 0)).bits;
+  } catch (...) {
+    jit_keep_error();
+    return 0;
   }
 }
 extern "C" int vlad_jit_split1(bool (*fn)(Closure*, Value, Value*), Closure* cl, uint64_t a, Value* out) {
@@ -827,6 +839,13 @@ struct Emitter {
       load(xr::rax, ip->a);
       kind_guard(Kind::Closure, slow);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      if (!ip->split && ip->op2 == AppPair) {  // a callee with a native form of two arguments (op_app's case)
+        Label no_native = a.newLabel();
+        a.cmp(xr::qword_ptr(xr::rdx, lambda_native2), 0);
+        a.je(no_native);
+        emit_native2(ip, slow, done);
+        a.bind(no_native);
+      }
       if (ip->split) {  // a callee with a native forward phase: called here (run_split's first case)
         Label no_split = a.newLabel(), declined = a.newLabel();
         bool two = ip->op2 == AppPair;
@@ -957,6 +976,29 @@ struct Emitter {
       a.bind(done);
       (void)not_value;
     });
+  }
+
+  // rax = the callee, a closure, rdx = its lambda: its native2 called with the instruction's two
+  // arguments, the value stored, then on to `done`; to `slow` when it has none or declines.
+  void emit_native2(const Instr* ip, Label slow, Label done) {
+    Label thrown = a.newLabel();
+    a.mov(xr::rdi, xr::qword_ptr(xr::rdx, lambda_native2));
+    a.test(xr::rdi, xr::rdi);
+    a.jz(slow);
+    a.mov(xr::rsi, xr::rax);
+    load(xr::rdx, ip->b);
+    load(xr::rcx, ip->b2);
+    call((const void*)&vlad_jit_native2);
+    a.test(xr::rax, xr::rax);
+    a.jz(thrown);
+    a.cmp(xr::rax, (int32_t)Value::kUnbound);
+    a.je(slow);  // declined: the interpreter's call
+    store(ip->x, xr::rax);
+    count(offsetof(WorkCounters, applications));
+    a.jmp(done);
+    a.bind(thrown);
+    a.mov(xr::eax, kThrown);
+    a.jmp(ret);
   }
 
   // A primitive known when compiling, with no inline form: called without op_app's dispatch.
