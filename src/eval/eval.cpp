@@ -798,6 +798,21 @@ extern "C" int vlad_jit_enter(uint64_t f, const Instr* ip) {
   });
 }
 
+// A tail call that a callee native code called directly made (its Exec at `callee`, exit Tail):
+// when the new callee is a closure with native code of its own (Lambda::direct), the frame goes
+// on with it, as apply_core's loop goes on (Ctrl-C checked, the call record updated): 1; else 0
+// (vlad_jit_return then does the rest), or kThrown.
+extern "C" int vlad_jit_tail(Exec* callee) {
+  return jit_guard([&] {
+    Value f = callee->f;
+    if (!is(f, Kind::Closure) || !static_cast<Closure*>(f.as_obj())->lambda->direct) return 0;
+    Interp* in = current;
+    if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
+    note_tail_call(&call_records[eval_depth], f, callee->tail_pos);
+    return 1;
+  });
+}
+
 extern "C" int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e) {
   long depth = eval_depth;  // the callee's frame, left here
   return jit_guard([&] {

@@ -93,6 +93,10 @@ int vlad_jit_arg_pair(Exec* ex, const Instr* ip);
 // goes to vlad_jit_return, which does what apply_core and op_app do with it and leaves the frame.
 int vlad_jit_enter(uint64_t f, const Instr* ip);
 int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e);
+// The callee's exit was a tail call (callee->f, callee->arg) to a closure with native code: the
+// frame goes on with it (1: Ctrl-C checked, the call record updated as apply_core's loop does),
+// or 0 for vlad_jit_return to finish, or kThrown.
+int vlad_jit_tail(Exec* callee);
 // A call, not in tail position, of the primitive slot ip->a holds (native code checked which):
 // op_app's paths for a primitive without the rest of its dispatch.
 int vlad_jit_prim(Exec* ex, const Instr* ip);

@@ -73,7 +73,8 @@ const int32_t code_native = (int32_t)offsetof(Code, native), code_nslots = (int3
 const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offsetof(Exec, env),
               exec_self = (int32_t)offsetof(Exec, self), exec_r1 = (int32_t)offsetof(Exec, r1),
               exec_r2 = (int32_t)offsetof(Exec, r2), exec_pend_first = (int32_t)offsetof(Exec, pend_first),
-              exec_pend_last = (int32_t)offsetof(Exec, pend_last), exec_pend_hole = (int32_t)offsetof(Exec, pend_hole);
+              exec_pend_last = (int32_t)offsetof(Exec, pend_last), exec_pend_hole = (int32_t)offsetof(Exec, pend_hole),
+              exec_f = (int32_t)offsetof(Exec, f), exec_arg = (int32_t)offsetof(Exec, arg);
 #pragma GCC diagnostic pop
 // A direct call's callee Exec and then its frame, below the caller's native frame.
 constexpr int32_t kExecBytes = (int32_t)((sizeof(Exec) + 15) & ~size_t(15));
@@ -835,7 +836,7 @@ struct Emitter {
   void emit_direct_call(const Instr* ip) {
     guarded(ip, [&](Label slow) {
       Label go = a.newLabel(), not_value = a.newLabel(), other = a.newLabel(), thrown = a.newLabel(),
-            done = a.newLabel();
+            done = a.newLabel(), tail_go = a.newLabel();
       load(xr::rax, ip->a);
       kind_guard(Kind::Closure, slow);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
@@ -961,6 +962,44 @@ struct Emitter {
       a.bind(other);
       a.cmp(xr::eax, kThrown);
       a.je(thrown);
+      // A tail call to another closure with native code: the frame goes on with it here, as
+      // apply_core's loop goes on (the callee's Exec and frame replaced, the depth kept).
+      Label general = a.newLabel();
+      a.cmp(xr::eax, (int32_t)Exit::Tail);
+      a.jne(general);
+      a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
+      a.jne(general);
+      a.mov(xr::rdi, xr::rsp);
+      call((const void*)&vlad_jit_tail);
+      a.cmp(xr::eax, kThrown);
+      a.je(thrown);
+      a.test(xr::eax, xr::eax);
+      a.jnz(tail_go);
+      a.mov(xr::eax, (int32_t)Exit::Tail);
+      a.jmp(general);
+      a.bind(tail_go);
+      a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_f));
+      a.mov(xr::r9, xr::qword_ptr(xr::rsp, exec_arg));
+      a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
+      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
+      a.movsxd(xr::rcx, xr::dword_ptr(xr::rdx, code_nslots));
+      a.shl(xr::rcx, 3);
+      a.add(xr::rcx, kExecBytes + 15);
+      a.and_(xr::rcx, -16);
+      a.sub(xr::rsp, xr::rcx);
+      a.lea(xr::rcx, xr::ptr(xr::rsp, kExecBytes));
+      a.mov(xr::qword_ptr(xr::rsp, exec_fr), xr::rcx);
+      a.lea(xr::r8, xr::ptr(xr::rax, closure_env));
+      a.mov(xr::qword_ptr(xr::rsp, exec_env), xr::r8);
+      a.mov(xr::qword_ptr(xr::rsp, exec_self), xr::rax);
+      a.xor_(xr::r8d, xr::r8d);
+      a.mov(xr::qword_ptr(xr::rsp, exec_pend_first), xr::r8);
+      a.mov(xr::qword_ptr(xr::rsp, exec_pend_last), xr::r8);
+      a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0]: the argument
+      a.xor_(xr::esi, xr::esi);
+      a.jmp(go);
+      a.bind(general);
       a.mov(xr::rdi, kEx);
       a.mov(xr::rsi, (uint64_t)ip);
       a.mov(xr::rdx, xr::rsp);
