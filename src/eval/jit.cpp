@@ -540,6 +540,87 @@ struct Emitter {
     });
   }
 
+  // (f̄ . x̄), taken apart at once, of the backpropagator of car or cdr of (*j P) (the views
+  // kViewBpCarJ / kViewBpCdrJ) called on a real ȳ, as back_view makes it: f̄ = () and
+  // x̄ = (ȳ . zero of (cdr P)) or (zero of (car P) . ȳ), a new pair, for a part that is a real
+  // (its zero 0), (), #t, #f (their own) or a pair (the view of its zero); anything else: the
+  // interpreter.
+  void emit_back_proj(const Instr* ip) {
+    guarded(ip, [&](Label slow) {
+      // r9 = the zero of the other part, r10 = 1 on the cdr side; jumps to `fail` outside the case
+      auto other_zero = [&](Label fail) {
+        Label is_car = a.newLabel(), got = a.newLabel(), real_part = a.newLabel(), done = a.newLabel();
+        load(xr::rax, ip->a);
+        a.mov(xr::rdx, xr::rax);
+        a.shr(xr::rdx, 48);
+        a.jnz(fail);
+        a.cmp(xr::rax, 0xff);
+        a.jbe(fail);
+        a.mov(xr::rdx, xr::rax);
+        a.and_(xr::rdx, 15);
+        a.and_(xr::rax, -16);  // P
+        a.cmp(xr::rdx, (int32_t)kViewBpCarJ);
+        a.je(is_car);
+        a.cmp(xr::rdx, (int32_t)kViewBpCdrJ);
+        a.jne(fail);
+        a.mov(xr::r9, xr::qword_ptr(xr::rax, pair_car));
+        a.mov(xr::r10d, 1);
+        a.jmp(got);
+        a.bind(is_car);
+        a.mov(xr::r9, xr::qword_ptr(xr::rax, pair_cdr));
+        a.xor_(xr::r10d, xr::r10d);
+        a.bind(got);
+        a.mov(xr::r8, kOffset);
+        a.cmp(xr::r9, xr::r8);
+        a.jae(real_part);
+        a.cmp(xr::r9, (int32_t)Value::kNil);
+        a.je(done);
+        a.cmp(xr::r9, (int32_t)Value::kFalse);
+        a.je(done);
+        a.cmp(xr::r9, (int32_t)Value::kTrue);
+        a.je(done);
+        a.mov(xr::rdx, xr::r9);
+        a.shr(xr::rdx, 48);
+        a.jnz(fail);
+        a.cmp(xr::r9, 0xff);
+        a.jbe(fail);
+        a.test(xr::r9b, 15);
+        a.jnz(fail);
+        a.cmp(xr::dword_ptr(xr::r9, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
+        a.jne(fail);
+        a.or_(xr::r9, (int32_t)kViewZero);
+        a.jmp(done);
+        a.bind(real_part);
+        a.mov(xr::r9, xr::r8);  // 0
+        a.bind(done);
+      };
+      other_zero(slow);
+      load(xr::rcx, ip->b);  // ȳ: a real
+      a.mov(xr::r8, kOffset);
+      a.cmp(xr::rcx, xr::r8);
+      a.jb(slow);
+      emit_alloc(sizeof(Pair));  // (the registers above are not kept across it)
+      write_header(Kind::Pair, 0);
+      a.mov(xr::r11, xr::rax);
+      other_zero(slow);  // the same again: it cannot fail now
+      load(xr::rcx, ip->b);
+      Label cdr_side = a.newLabel(), built = a.newLabel();
+      a.test(xr::r10d, xr::r10d);
+      a.jnz(cdr_side);
+      a.mov(xr::qword_ptr(xr::r11, pair_car), xr::rcx);
+      a.mov(xr::qword_ptr(xr::r11, pair_cdr), xr::r9);
+      a.jmp(built);
+      a.bind(cdr_side);
+      a.mov(xr::qword_ptr(xr::r11, pair_car), xr::r9);
+      a.mov(xr::qword_ptr(xr::r11, pair_cdr), xr::rcx);
+      a.bind(built);
+      count(offsetof(WorkCounters, applications));
+      a.mov(xr::edx, (int32_t)Value::kNil);
+      store(ip->x, xr::rdx);
+      store(ip->x2, xr::r11);
+    });
+  }
+
   // (f̄ car-x̄ cdr-x̄) = the backpropagator of a +, - or * node called on a real ȳ (back_node's
   // work, with its counts); anything else: the interpreter.
   void emit_back_node(const Instr* ip) {
@@ -1264,6 +1345,7 @@ struct Emitter {
       case Op::Lambda: emit_lambda(ip); break;
       case Op::BackCall:
         if (ip->split3) emit_back_node(ip);
+        else if (ip->split && alloc_ok) emit_back_proj(ip);
         else step(ip);
         break;
       default: step(ip); break;
