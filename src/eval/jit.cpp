@@ -541,7 +541,7 @@ struct Emitter {
   }
 
   // (f̄ . x̄), taken apart at once, of the backpropagator of car or cdr of (*j P) (the views
-  // kViewBpCarJ / kViewBpCdrJ) called on a real ȳ, as back_view makes it: f̄ = () and
+  // kViewBpCarJ / kViewBpCdrJ) called on a real or a pair ȳ, as back_view makes it: f̄ = () and
   // x̄ = (ȳ . zero of (cdr P)) or (zero of (car P) . ȳ), a new pair, for a part that is a real
   // (its zero 0), (), #t, #f (their own) or a pair (the view of its zero); anything else: the
   // interpreter.
@@ -595,10 +595,21 @@ struct Emitter {
         a.bind(done);
       };
       other_zero(slow);
-      load(xr::rcx, ip->b);  // ȳ: a real
+      Label y_ok = a.newLabel();
+      load(xr::rcx, ip->b);  // ȳ: a real or a pair (not a zero, which back_call would skip)
       a.mov(xr::r8, kOffset);
       a.cmp(xr::rcx, xr::r8);
-      a.jb(slow);
+      a.jae(y_ok);
+      a.mov(xr::rdx, xr::rcx);
+      a.shr(xr::rdx, 48);
+      a.jnz(slow);
+      a.cmp(xr::rcx, 0xff);
+      a.jbe(slow);
+      a.test(xr::cl, 15);
+      a.jnz(slow);
+      a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
+      a.jne(slow);
+      a.bind(y_ok);
       emit_alloc(sizeof(Pair));  // (the registers above are not kept across it)
       write_header(Kind::Pair, 0);
       a.mov(xr::r11, xr::rax);
