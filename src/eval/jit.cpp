@@ -637,7 +637,21 @@ struct Emitter {
   void emit_back_node(const Instr* ip) {
     Label add = a.newLabel(), sub = a.newLabel(), mul = a.newLabel(), out = a.newLabel();
     guarded(ip, [&](Label slow) {
+      // the zero backpropagator of a comparison of two constant reals (kConstPairView: a loop's
+      // counter, say), on a real: (() 0 0), as back_view gives it
+      Label node = a.newLabel();
       load(xr::rax, ip->a);
+      a.mov(xr::rdx, const_pair_view().bits);
+      a.cmp(xr::rax, xr::rdx);
+      a.jne(node);
+      load(xr::rcx, ip->b);
+      a.mov(xr::r8, kOffset);
+      a.cmp(xr::rcx, xr::r8);
+      a.jb(slow);
+      a.mov(xr::rax, xr::r8);  // 0
+      a.mov(xr::rcx, xr::r8);
+      a.jmp(out);
+      a.bind(node);
       a.mov(xr::rdx, xr::rax);
       a.and_(xr::rdx, 15);
       a.cmp(xr::rdx, (int32_t)kViewBpNode);
