@@ -88,7 +88,7 @@ const int32_t closure_lambda = field_offset(closure_probe, closure_probe.lambda)
               closure_env = field_offset(closure_probe, closure_probe.env);
 constexpr uint64_t kCanonicalNaN = 0x7ff8000000000000ull;
 
-enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, Car, Cdr, Plus };
+enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, Car, Cdr, Plus, RZero };
 
 // + - * / as one instruction each (Add ... Div), or None.
 Inline arith_form(Prim* p) {
@@ -123,6 +123,7 @@ Inline inline_form(Prim* p, bool pair_arg) {
   if (p->name == intern("pair?")) return Inline::PairP;
   if (p->cls == PrimClass::Structural && p->name == intern("car")) return Inline::Car;
   if (p->cls == PrimClass::Structural && p->name == intern("cdr")) return Inline::Cdr;
+  if (p == current->p_rzero) return Inline::RZero;
   return Inline::None;
 }
 
@@ -1169,6 +1170,57 @@ struct Emitter {
         load(xr::rax, ip->b);
         load_part(form == Inline::Car, slow);
         return;
+      case Inline::RZero: {
+        // (%rzero v), the zero of (*j-inverse v) (tags.cpp: lazy_zero with one strip), for the
+        // values backpropagators mostly give it: (), #t, #f (their own), a view of *j of a pair
+        // P (the view of P's zero) or of a part of P that is a real (0) or (), #t, #f; anything
+        // else: the primitive
+        Label own = a.newLabel(), out = a.newLabel(), part = a.newLabel();
+        load(xr::rax, ip->b);
+        a.cmp(xr::rax, (int32_t)Value::kNil);
+        a.je(out);
+        a.cmp(xr::rax, (int32_t)Value::kFalse);
+        a.je(out);
+        a.cmp(xr::rax, (int32_t)Value::kTrue);
+        a.je(out);
+        a.mov(xr::rdx, xr::rax);
+        a.shr(xr::rdx, 48);
+        a.jnz(slow);
+        a.cmp(xr::rax, 0xff);
+        a.jbe(slow);
+        a.mov(xr::rdx, xr::rax);
+        a.and_(xr::rdx, 15);
+        a.and_(xr::rax, -16);  // P
+        a.cmp(xr::rdx, (int32_t)kViewJ);
+        a.jne(part);
+        a.or_(xr::rax, (int32_t)kViewZero);
+        a.jmp(out);
+        a.bind(part);
+        a.cmp(xr::rdx, (int32_t)kViewJCar);
+        Label cdr_part = a.newLabel(), got = a.newLabel();
+        a.jne(cdr_part);
+        a.mov(xr::rax, xr::qword_ptr(xr::rax, pair_car));
+        a.jmp(got);
+        a.bind(cdr_part);
+        a.cmp(xr::rdx, (int32_t)kViewJCdr);
+        a.jne(slow);
+        a.mov(xr::rax, xr::qword_ptr(xr::rax, pair_cdr));
+        a.bind(got);
+        a.mov(xr::r8, kOffset);
+        a.cmp(xr::rax, xr::r8);
+        a.jb(own);
+        a.mov(xr::rax, xr::r8);  // a real's zero
+        a.jmp(out);
+        a.bind(own);
+        a.cmp(xr::rax, (int32_t)Value::kNil);
+        a.je(out);
+        a.cmp(xr::rax, (int32_t)Value::kFalse);
+        a.je(out);
+        a.cmp(xr::rax, (int32_t)Value::kTrue);
+        a.jne(slow);
+        a.bind(out);
+        return;
+      }
       case Inline::NullP:
       case Inline::PairP: {
         // nil and pairs are answered here; anything else (lazy values, views): the interpreter
