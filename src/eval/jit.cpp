@@ -266,18 +266,41 @@ struct Emitter {
     a.add(xr::rax, xr::r8);
   }
   // Jumps to `fail` unless rax holds an object (Value::is_obj) of kind k. Clobbers rdx.
-  void kind_guard(Kind k, Label fail) {
-    a.test(xr::al, 15);
+  void kind_guard(Kind k, Label fail) { kind_guard_of(xr::rax, xr::rdx, k, fail); }
+  // The same for register v, with t as scratch.
+  void kind_guard_of(const xr::Gp& v, const xr::Gp& t, Kind k, Label fail) {
+    a.test(v.r8(), 15);
+    a.jnz(fail);
+    a.cmp(v, 0xff);
+    a.jbe(fail);
+    a.mov(t, v);
+    a.shr(t, 48);
+    a.jnz(fail);
+    a.cmp(xr::dword_ptr(v, (int32_t)offsetof(Obj, kind)), (int32_t)k);
+    a.jne(fail);
+  }
+  void pair_guard(Label fail) { kind_guard(Kind::Pair, fail); }
+  // To `to` when register v holds (), #f or #t (their own zero, their own *j).
+  void atom_to(const xr::Gp& v, Label to) {
+    a.cmp(v, (int32_t)Value::kNil);
+    a.je(to);
+    a.cmp(v, (int32_t)Value::kFalse);
+    a.je(to);
+    a.cmp(v, (int32_t)Value::kTrue);
+    a.je(to);
+  }
+  // rax = an object's address or a view of one (a tag in the low four bits), else `fail`:
+  // rdx = the tag (0 for the object itself), rax = the object.
+  void object_view(Label fail) {
+    a.mov(xr::rdx, xr::rax);
+    a.shr(xr::rdx, 48);
     a.jnz(fail);
     a.cmp(xr::rax, 0xff);
     a.jbe(fail);
     a.mov(xr::rdx, xr::rax);
-    a.shr(xr::rdx, 48);
-    a.jnz(fail);
-    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)k);
-    a.jne(fail);
+    a.and_(xr::rdx, 15);
+    a.and_(xr::rax, -16);
   }
-  void pair_guard(Label fail) { kind_guard(Kind::Pair, fail); }
 
   // An instruction's inline fast path, `fast(slow)`, which jumps to `slow` when a guard fails
   // and otherwise falls through; the interpreter runs the instruction at `slow`.
@@ -552,14 +575,7 @@ struct Emitter {
       auto other_zero = [&](Label fail) {
         Label is_car = a.newLabel(), got = a.newLabel(), real_part = a.newLabel(), done = a.newLabel();
         load(xr::rax, ip->a);
-        a.mov(xr::rdx, xr::rax);
-        a.shr(xr::rdx, 48);
-        a.jnz(fail);
-        a.cmp(xr::rax, 0xff);
-        a.jbe(fail);
-        a.mov(xr::rdx, xr::rax);
-        a.and_(xr::rdx, 15);
-        a.and_(xr::rax, -16);  // P
+        object_view(fail);  // rax = P
         a.cmp(xr::rdx, (int32_t)kViewBpCarJ);
         a.je(is_car);
         a.cmp(xr::rdx, (int32_t)kViewBpCdrJ);
@@ -574,21 +590,8 @@ struct Emitter {
         a.mov(xr::r8, kOffset);
         a.cmp(xr::r9, xr::r8);
         a.jae(real_part);
-        a.cmp(xr::r9, (int32_t)Value::kNil);
-        a.je(done);
-        a.cmp(xr::r9, (int32_t)Value::kFalse);
-        a.je(done);
-        a.cmp(xr::r9, (int32_t)Value::kTrue);
-        a.je(done);
-        a.mov(xr::rdx, xr::r9);
-        a.shr(xr::rdx, 48);
-        a.jnz(fail);
-        a.cmp(xr::r9, 0xff);
-        a.jbe(fail);
-        a.test(xr::r9b, 15);
-        a.jnz(fail);
-        a.cmp(xr::dword_ptr(xr::r9, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
-        a.jne(fail);
+        atom_to(xr::r9, done);
+        kind_guard_of(xr::r9, xr::rdx, Kind::Pair, fail);
         a.or_(xr::r9, (int32_t)kViewZero);
         a.jmp(done);
         a.bind(real_part);
@@ -601,15 +604,7 @@ struct Emitter {
       a.mov(xr::r8, kOffset);
       a.cmp(xr::rcx, xr::r8);
       a.jae(y_ok);
-      a.mov(xr::rdx, xr::rcx);
-      a.shr(xr::rdx, 48);
-      a.jnz(slow);
-      a.cmp(xr::rcx, 0xff);
-      a.jbe(slow);
-      a.test(xr::cl, 15);
-      a.jnz(slow);
-      a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
-      a.jne(slow);
+      kind_guard_of(xr::rcx, xr::rdx, Kind::Pair, slow);
       a.bind(y_ok);
       emit_alloc(sizeof(Pair));  // (the registers above are not kept across it)
       write_header(Kind::Pair, 0);
@@ -825,12 +820,7 @@ struct Emitter {
     if (ip->inert_guard) {  // a way out whose value holds no real (inert_value): the interpreter
       Label general = a.newLabel();
       load(xr::rax, ip->b);
-      a.cmp(xr::rax, (int32_t)Value::kNil);
-      a.je(slow);
-      a.cmp(xr::rax, (int32_t)Value::kFalse);
-      a.je(slow);
-      a.cmp(xr::rax, (int32_t)Value::kTrue);
-      a.je(slow);
+      atom_to(xr::rax, slow);
       a.test(xr::al, 15);
       a.jnz(general);
       a.cmp(xr::rax, 0xff);
@@ -907,25 +897,12 @@ struct Emitter {
       a.mov(xr::r9, xr::qword_ptr(xr::rcx, part));
       Label own = a.newLabel(), stored = a.newLabel();
       // the part a pair: a view of *j of it
-      a.mov(xr::r8, xr::r9);
-      a.shr(xr::r8, 48);
-      a.jnz(not_pair);
-      a.cmp(xr::r9, 0xff);
-      a.jbe(not_pair);
-      a.test(xr::r9b, 15);
-      a.jnz(not_pair);
-      a.cmp(xr::dword_ptr(xr::r9, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
-      a.jne(not_pair);
+      kind_guard_of(xr::r9, xr::r8, Kind::Pair, not_pair);
       a.or_(xr::r9, (int32_t)kViewJ);
       a.jmp(stored);
       // (), #t, #f: its own *j; anything else: the view kViewJCar / kViewJCdr of P
       a.bind(not_pair);
-      a.cmp(xr::r9, (int32_t)Value::kNil);
-      a.je(own);
-      a.cmp(xr::r9, (int32_t)Value::kFalse);
-      a.je(own);
-      a.cmp(xr::r9, (int32_t)Value::kTrue);
-      a.je(own);
+      atom_to(xr::r9, own);
       a.mov(xr::r9, xr::rcx);
       a.or_(xr::r9, (int32_t)(cdr ? kViewJCdr : kViewJCar));
       a.bind(own);
@@ -938,6 +915,24 @@ struct Emitter {
       a.jmp(done);
     }
     a.bind(other);
+  }
+
+  // rax = a closure, rdx = its Code (Lambda::direct): its Exec and frame made below rsp (the
+  // Exec at rsp, rcx = the frame).
+  void make_callee_frame() {
+    a.movsxd(xr::rcx, xr::dword_ptr(xr::rdx, code_nslots));
+    a.shl(xr::rcx, 3);
+    a.add(xr::rcx, kExecBytes + 15);
+    a.and_(xr::rcx, -16);
+    a.sub(xr::rsp, xr::rcx);
+    a.lea(xr::rcx, xr::ptr(xr::rsp, kExecBytes));
+    a.mov(xr::qword_ptr(xr::rsp, exec_fr), xr::rcx);
+    a.lea(xr::r8, xr::ptr(xr::rax, closure_env));
+    a.mov(xr::qword_ptr(xr::rsp, exec_env), xr::r8);
+    a.mov(xr::qword_ptr(xr::rsp, exec_self), xr::rax);
+    a.xor_(xr::r8d, xr::r8d);
+    a.mov(xr::qword_ptr(xr::rsp, exec_pend_first), xr::r8);
+    a.mov(xr::qword_ptr(xr::rsp, exec_pend_last), xr::r8);
   }
 
   void emit_direct_call(const Instr* ip) {
@@ -999,19 +994,7 @@ struct Emitter {
       load(xr::rax, ip->a);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
       a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
-      a.movsxd(xr::rcx, xr::dword_ptr(xr::rdx, code_nslots));
-      a.shl(xr::rcx, 3);
-      a.add(xr::rcx, kExecBytes + 15);
-      a.and_(xr::rcx, -16);
-      a.sub(xr::rsp, xr::rcx);
-      a.lea(xr::rcx, xr::ptr(xr::rsp, kExecBytes));
-      a.mov(xr::qword_ptr(xr::rsp, exec_fr), xr::rcx);
-      a.lea(xr::r8, xr::ptr(xr::rax, closure_env));
-      a.mov(xr::qword_ptr(xr::rsp, exec_env), xr::r8);
-      a.mov(xr::qword_ptr(xr::rsp, exec_self), xr::rax);
-      a.xor_(xr::r8d, xr::r8d);
-      a.mov(xr::qword_ptr(xr::rsp, exec_pend_first), xr::r8);
-      a.mov(xr::qword_ptr(xr::rsp, exec_pend_last), xr::r8);
+      make_callee_frame();
       if (ip->op2 == AppPair) {
         Label make_pair = a.newLabel();
         a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x));
@@ -1090,19 +1073,7 @@ struct Emitter {
       a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
       a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
-      a.movsxd(xr::rcx, xr::dword_ptr(xr::rdx, code_nslots));
-      a.shl(xr::rcx, 3);
-      a.add(xr::rcx, kExecBytes + 15);
-      a.and_(xr::rcx, -16);
-      a.sub(xr::rsp, xr::rcx);
-      a.lea(xr::rcx, xr::ptr(xr::rsp, kExecBytes));
-      a.mov(xr::qword_ptr(xr::rsp, exec_fr), xr::rcx);
-      a.lea(xr::r8, xr::ptr(xr::rax, closure_env));
-      a.mov(xr::qword_ptr(xr::rsp, exec_env), xr::r8);
-      a.mov(xr::qword_ptr(xr::rsp, exec_self), xr::rax);
-      a.xor_(xr::r8d, xr::r8d);
-      a.mov(xr::qword_ptr(xr::rsp, exec_pend_first), xr::r8);
-      a.mov(xr::qword_ptr(xr::rsp, exec_pend_last), xr::r8);
+      make_callee_frame();
       a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0]: the argument
       a.xor_(xr::esi, xr::esi);
       a.jmp(go);
@@ -1177,20 +1148,8 @@ struct Emitter {
         // else: the primitive
         Label own = a.newLabel(), out = a.newLabel(), part = a.newLabel();
         load(xr::rax, ip->b);
-        a.cmp(xr::rax, (int32_t)Value::kNil);
-        a.je(out);
-        a.cmp(xr::rax, (int32_t)Value::kFalse);
-        a.je(out);
-        a.cmp(xr::rax, (int32_t)Value::kTrue);
-        a.je(out);
-        a.mov(xr::rdx, xr::rax);
-        a.shr(xr::rdx, 48);
-        a.jnz(slow);
-        a.cmp(xr::rax, 0xff);
-        a.jbe(slow);
-        a.mov(xr::rdx, xr::rax);
-        a.and_(xr::rdx, 15);
-        a.and_(xr::rax, -16);  // P
+        atom_to(xr::rax, out);
+        object_view(slow);  // rax = P
         a.cmp(xr::rdx, (int32_t)kViewJ);
         a.jne(part);
         a.or_(xr::rax, (int32_t)kViewZero);
@@ -1212,12 +1171,8 @@ struct Emitter {
         a.mov(xr::rax, xr::r8);  // a real's zero
         a.jmp(out);
         a.bind(own);
-        a.cmp(xr::rax, (int32_t)Value::kNil);
-        a.je(out);
-        a.cmp(xr::rax, (int32_t)Value::kFalse);
-        a.je(out);
-        a.cmp(xr::rax, (int32_t)Value::kTrue);
-        a.jne(slow);
+        atom_to(xr::rax, out);
+        a.jmp(slow);
         a.bind(out);
         return;
       }
