@@ -2,8 +2,6 @@
 // Transformed pairs are pairs of transformed values (paper §4, the pair notation (v1 ,x v2)), so
 // only reals and other tags carry explicit tags; closures carry theirs on their lambda.
 // Zeros are lazy (paper, end of §4): a LazyZero stands for the zero of a value until inspected.
-#include <unordered_map>
-
 #include "../eval/interp.hpp"
 #include "../prims/prims.hpp"
 #include "ad.hpp"
@@ -15,16 +13,46 @@ namespace {
 // Structure sharing is preserved (paper, end of §4): while one operation walks a structure, its
 // results for the pairs it has already met are reused, so a DAG of n pairs costs O(n) even when
 // it unfolds to 2^n leaves. Shallow structures (the common tuples) skip the table.
-struct PairKey {
-  uint64_t a, b;
-  bool operator==(const PairKey& o) const { return a == o.a && b == o.b; }
-};
-struct PairKeyHash {
-  size_t operator()(const PairKey& k) const { return std::hash<uint64_t>()(k.a * 31 + k.b); }
-};
+// The table: open addressing over (a, b) keys, in memory the collector scans (it holds the
+// results), made when a walk first gets deep and freed when it ends.
 struct PairMemo {
+  struct Entry {
+    Value a, b, r;  // a.bits == 0: empty
+  };
   int depth = 0;
-  std::unordered_map<PairKey, Value, PairKeyHash>* map = nullptr;
+  Entry* table = nullptr;
+  size_t mask = 0, used = 0;
+
+  static size_t hash(uint64_t a, uint64_t b) { return (size_t)((a * 31 + b) * 0x9E3779B97F4A7C15ull >> 20); }
+  Entry* slot(uint64_t a, uint64_t b) {
+    for (size_t i = hash(a, b) & mask;; i = (i + 1) & mask) {
+      Entry* e = &table[i];
+      if (e->a.bits == 0 || (e->a.bits == a && e->b.bits == b)) return e;
+    }
+  }
+  void make(size_t cap) {
+    table = static_cast<Entry*>(gc_alloc_uncollectable(sizeof(Entry) * cap));
+    for (size_t i = 0; i < cap; i++) table[i].a = Value(0, 0);
+    mask = cap - 1;
+    used = 0;
+  }
+  void insert(Value a, Value b, Value r) {
+    if (2 * (used + 1) > mask + 1) {  // at most half full
+      Entry* old = table;
+      size_t n = mask + 1;
+      make(2 * n);
+      for (size_t i = 0; i < n; i++)
+        if (old[i].a.bits) insert(old[i].a, old[i].b, old[i].r);
+      gc_free_uncollectable(old);
+    }
+    Entry* e = slot(a.bits, b.bits);
+    if (!e->a.bits) used++;
+    *e = Entry{a, b, r};
+  }
+  void release() {
+    if (table) gc_free_uncollectable(table);
+    table = nullptr;
+  }
 };
 
 template <class F>
@@ -35,16 +63,15 @@ Value memo_pair(PairMemo& m, Value a, Value b, F make) {
     try {
       r = make();
     } catch (...) {
-      if (--m.depth == 0) { delete m.map; m.map = nullptr; }
+      if (--m.depth == 0) m.release();
       throw;
     }
-    if (--m.depth == 0) { delete m.map; m.map = nullptr; }
+    if (--m.depth == 0) m.release();
     return r;
   }
-  if (!m.map) m.map = new std::unordered_map<PairKey, Value, PairKeyHash>();
-  PairKey k{a.bits, b.bits};
-  auto it = m.map->find(k);
-  if (it != m.map->end()) return it->second;
+  if (!m.table) m.make(64);
+  PairMemo::Entry* e = m.slot(a.bits, b.bits);
+  if (e->a.bits) return e->r;
   m.depth++;
   Value r;
   try {
@@ -54,7 +81,7 @@ Value memo_pair(PairMemo& m, Value a, Value b, F make) {
     throw;
   }
   m.depth--;
-  (*m.map)[k] = r;
+  m.insert(a, b, r);
   return r;
 }
 

@@ -98,6 +98,8 @@ void* gc_alloc_uncollectable(size_t bytes) {
   return p;
 }
 
+void gc_free_uncollectable(void* p) { GC_FREE(p); }
+
 // Small objects come from this thread's own free lists, refilled in batches by the collector
 // (gc_inline.h): no call into the collector, no lock, no lookup of its thread-local data. The
 // lists' heads live in an uncollectable block, so the collector sees the objects on them.

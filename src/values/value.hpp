@@ -126,6 +126,7 @@ void* gc_alloc(size_t bytes);
 void* gc_alloc_atomic(size_t bytes);
 // Memory the collector scans but never frees (roots: global cells, primitives, host handles).
 void* gc_alloc_uncollectable(size_t bytes);
+void gc_free_uncollectable(void* p);  // what gc_alloc_uncollectable gave
 // Gives this thread's free lists back (when an evaluation thread ends).
 void release_free_lists();
 // The most the collected heap may grow to, for the whole process (default: 3/4 of physical
