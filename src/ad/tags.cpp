@@ -347,8 +347,7 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
   if (a.is_real() && b.is_real()) return Value::real(a.as_real() + b.as_real());
   if (a.is_obj() && b.is_obj() && kind_of(a) == kind_of(b)) {
     switch (kind_of(a)) {
-      case Kind::Pair:
-        return memo_pair(plus_memo, a, b, [&] { return cons(plus(car(a), car(b)), plus(cdr(a), cdr(b))); });
+      case Kind::Pair: return plus_pairs(a, b);  // (pairs once forced)
       case Kind::Bundle: {
         Bundle* x = static_cast<Bundle*>(a.as_obj());
         Bundle* y = static_cast<Bundle*>(b.as_obj());

@@ -349,20 +349,20 @@ inline int Exec::op_backcall(const Instr* ip) {
   // A backpropagator view taken apart at once (most of the backward pass of first-level code):
   // back_view directly, as back_call would call it.
   Value bp = get(ip->a), y = get(ip->b);
-  if (bp.is_view() && (ip->split || ip->split3) && !zero_sensitivity(y) && back_view(bp, y, out, ip->split3)) {
+  if (bp.is_view() && ip->split && !zero_sensitivity(y) && back_view(bp, y, out, ip->split3)) {
     fr[ip->x] = out[0];
     fr[ip->x2] = out[1];
     if (ip->split3) fr[ip->x3] = out[2];
     return kContinue;
   }
   if (ip->split3) {  // (f̄ a b) with x̄ = (a . b)
-    back_call(get(ip->a), get(ip->b), out, ip->src->pos, true);
+    back_call(bp, y, out, ip->src->pos, true);
     fr[ip->x] = out[0];
     fr[ip->x2] = out[1];
     fr[ip->x3] = out[2];
     return kContinue;
   }
-  Value r = back_call(get(ip->a), get(ip->b), out, ip->src->pos);
+  Value r = back_call(bp, y, out, ip->src->pos);
   if (r.is_unbound()) {
     r1 = out[0];
     r2 = out[1];

@@ -944,9 +944,7 @@ struct Emitter {
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
       if (!ip->split && ip->op2 == AppPair) {  // a callee with a native form of two arguments (op_app's case)
         Label no_native = a.newLabel();
-        a.cmp(xr::qword_ptr(xr::rdx, lambda_native2), 0);
-        a.je(no_native);
-        emit_native2(ip, slow, done);
+        emit_native2(ip, no_native, slow, done);
         a.bind(no_native);
       }
       if (ip->split) {  // a callee with a native forward phase: called here (run_split's first case)
@@ -1096,12 +1094,13 @@ struct Emitter {
   }
 
   // rax = the callee, a closure, rdx = its lambda: its native2 called with the instruction's two
-  // arguments, the value stored, then on to `done`; to `slow` when it has none or declines.
-  void emit_native2(const Instr* ip, Label slow, Label done) {
+  // arguments, the value stored, then on to `done`; to `none` (rax, rdx kept) when it has none,
+  // to `slow` when it declines.
+  void emit_native2(const Instr* ip, Label none, Label slow, Label done) {
     Label thrown = a.newLabel();
     a.mov(xr::rdi, xr::qword_ptr(xr::rdx, lambda_native2));
     a.test(xr::rdi, xr::rdi);
-    a.jz(slow);
+    a.jz(none);
     a.mov(xr::rsi, xr::rax);
     load(xr::rdx, ip->b);
     load(xr::rcx, ip->b2);

@@ -104,15 +104,15 @@ void gc_free_uncollectable(void* p) { GC_FREE(p); }
 // (gc_inline.h): no call into the collector, no lock, no lookup of its thread-local data. The
 // lists' heads live in an uncollectable block, so the collector sees the objects on them.
 namespace {
-// (Only scanned kinds: the links of a list of pointer-free objects are not scanned, so the
-// collector would not see the list beyond its head; those come from GC_MALLOC_ATOMIC.)
+// (Lists only of scanned kinds: the links of a list of pointer-free objects are not scanned, so
+// the collector would not see the list beyond its head; those are held one pointer each below.)
 constexpr int kAtomicBatch = 256;  // a heap block's worth of 16-byte objects
 struct FreeLists {
   void* normal[GC_TINY_FREELISTS];
   // Pointer-free objects of one and two granules (a reverse real, a primitive's record of its
   // arguments), taken from the collector a batch at a time and held here, one pointer each in
   // this scanned block, until handed out: a list linked through them would not be traced.
-  void* atomic[3][kAtomicBatch];
+  void* atomic[3][kAtomicBatch];  // by granules: [1] and [2]
   int atomic_n[3];
 };
 thread_local FreeLists* free_lists = nullptr;
