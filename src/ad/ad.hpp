@@ -83,10 +83,12 @@ void install_linear_forward(Lambda* f);
 constexpr uint32_t kConstLeafAux = 0xFFFFFFFFu;
 Value const_leaf(double r);
 inline bool is_const_leaf(Value v) { return v.is_obj() && v.as_obj()->kind == Kind::Reverse && v.as_obj()->aux == kConstLeafAux; }
-// For the native tier: the node (reverse y) of a binary arithmetic primitive applied to x1, x2
-// at the first level (its backpropagator is its kViewBpNode view), and whether a rule lambda
-// computes its forward phase that way (rev_binary_s2).
-Value make_rev_node(Prim* p, double y, double x1, double x2);
+// For the native tier, which makes them inline: the node (reverse y) of a binary arithmetic
+// primitive applied to x1, x2 at the first level (its backpropagator is its kViewBpNode view)
+// holds the primitive (aux = its id + 1) and rev_node_args(p) of its arguments (0 for + and -,
+// whose derivatives are constant: a Tagged of 16 bytes; 1: a RevNode of 24 without x2; 2: a
+// RevNode); and whether a rule lambda computes its forward phase that way (rev_binary_s2).
+int rev_node_args(Prim* p);
 // The backpropagator of a binary primitive applied to two constant leaves (kConstPairView).
 Value const_pair_view();
 bool is_rev_binary_rule(Lambda* rule);
@@ -95,6 +97,10 @@ bool is_rev_binary_rule(Lambda* rule);
 using Split1 = bool (*)(Closure*, Value, Value*);
 Split1 rev_car_split();
 Split1 rev_cdr_split();
+// The forward phase of a predicate's or a one-argument comparison's reverse rule (its
+// backpropagator the view kViewBpConst of the argument), which the native tier inlines for
+// zero?, positive? and negative? of a reverse real.
+Split1 rev_const_split();
 
 // ---- views of backpropagators (native.cpp; Value::is_view) ----
 // The backpropagator of a builtin primitive applied at the first level of transformation, made

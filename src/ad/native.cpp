@@ -196,7 +196,8 @@ inline int node_args(NativeOp op) { return op == N_ADD || op == N_SUB ? 0 : op >
 
 }  // namespace
 
-Value make_rev_node(Prim* p, double y, double x1, double x2) { return make_node(p, y, node_args(op_of(p)), x1, x2); }
+int rev_node_args(Prim* p) { return node_args(op_of(p)); }
+
 
 namespace {
 
@@ -577,6 +578,7 @@ void install_ad_native(Prim* p, Lambda* rule, char kind) {
 
 Value const_leaf(double r) { return const_leaf_impl(r); }
 Value const_pair_view() { return kConstPairView; }
+Split1 rev_const_split() { return rev_const_s; }
 
 void install_linear_forward(Lambda* f) {
   Lambda* m = f->source;

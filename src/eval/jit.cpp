@@ -127,28 +127,17 @@ Inline inline_form(Prim* p, bool pair_arg) {
   return Inline::None;
 }
 
-// (reverse y) of a binary primitive's first-level forward phase; 0 when allocating failed (the
-// heap limit), with the error kept.
-// (reverse y) of a binary primitive applied to two constant leaves: a constant leaf; 0 as above.
-extern "C" uint64_t vlad_jit_const_leaf(double y) {
+// gc_alloc_atomic's slow path: the object, or 0 with the error kept (the heap limit).
+extern "C" uint64_t vlad_jit_alloc_atomic(size_t bytes) {
   try {
-    return const_leaf(y).bits;
+    return (uint64_t)gc_alloc_atomic(bytes);
   } catch (...) {
     jit_keep_error();
     return 0;
   }
 }
 
-extern "C" uint64_t vlad_jit_node(Prim* p, double y, double x1, double x2) {
-  try {
-    return make_rev_node(p, y, x1, x2).bits;
-  } catch (...) {
-    jit_keep_error();
-    return 0;
-  }
-}
-
-// gc_alloc's slow path: the object, or 0 with the error kept (the heap limit).
+// gc_alloc's, the same.
 extern "C" uint64_t vlad_jit_alloc(size_t bytes) {
   try {
     return (uint64_t)gc_alloc(bytes);
@@ -254,11 +243,11 @@ struct Emitter {
       default: break;
     }
   }
-  // rax = the boxed real in xmm0 (NaNs canonical, as Value::real makes them).
-  void box() {
+  // rax = the boxed real in xmm0 (or x) (NaNs canonical, as Value::real makes them). Clobbers r8.
+  void box(const xr::Xmm& x = xr::xmm0) {
     Label ok = a.newLabel();
-    a.movq(xr::rax, xr::xmm0);
-    a.ucomisd(xr::xmm0, xr::xmm0);
+    a.movq(xr::rax, x);
+    a.ucomisd(x, x);
     a.jnp(ok);
     a.mov(xr::rax, kCanonicalNaN);
     a.bind(ok);
@@ -464,18 +453,37 @@ struct Emitter {
   const void* rule_split2 = nullptr;
   // The reverse version of a binary arithmetic primitive that slot r holds, when a transformed
   // global in view set it (its cached value: the interpreter has run it), else null.
+  // The rule lambda of the primitive's reverse version that slot r holds when a constant in
+  // view set it (the prelude's code, closed over the builtins, holds them so), or a transformed
+  // global in view whose cached value is the transform of the cell's value (the interpreter has
+  // run it); else null. Native code still checks the callee's lambda at run time.
+  Lambda* known_rev_lambda(int r) {
+    const Instr* w = writer(r);
+    if (!w) return nullptr;
+    Value v;
+    if (w->op == Op::Const) v = w->k();
+    else if (w->op == Op::Global && *w->src->xf && w->src->cache_in == w->src->cell->value) v = w->src->cache_out;
+    else return nullptr;
+    if (!is(v, Kind::Closure)) return nullptr;
+    Lambda* lam = static_cast<Closure*>(v.as_obj())->lambda;
+    return lam->native_prim ? lam : nullptr;
+  }
+
+  // The binary arithmetic primitive whose reverse version slot r holds (known_rev_lambda).
   Prim* known_rev_rule(int r) {
-    if (const Instr* w = writer(r)) {
-      if (w->op != Op::Global || !*w->src->xf || w->src->cache_in != w->src->cell->value) return nullptr;
-      Value v = w->src->cache_out;
-      if (!is(v, Kind::Closure)) return nullptr;
-      Lambda* lam = static_cast<Closure*>(v.as_obj())->lambda;
-      Prim* p = lam->native_prim;
-      if (!p || !is_rev_binary_rule(lam) || p->cls != PrimClass::Arith) return nullptr;
-      rule_split2 = (const void*)lam->native_split2;
-      return arith_form(p) != Inline::None ? p : nullptr;
-    }
-    return nullptr;
+    Lambda* lam = known_rev_lambda(r);
+    if (!lam || !is_rev_binary_rule(lam) || lam->native_prim->cls != PrimClass::Arith) return nullptr;
+    rule_split2 = (const void*)lam->native_split2;
+    return arith_form(lam->native_prim) != Inline::None ? lam->native_prim : nullptr;
+  }
+
+  // zero?, positive? or negative?, whose reverse version slot r holds (known_rev_lambda).
+  Prim* known_rev_sign_test(int r) {
+    Lambda* lam = known_rev_lambda(r);
+    if (!lam || lam->native_split1 != rev_const_split()) return nullptr;
+    Prim* p = lam->native_prim;
+    bool sign = p->name == intern("zero?") || p->name == intern("positive?") || p->name == intern("negative?");
+    return sign && p->cls == PrimClass::Compare && p->arity == 1 ? p : nullptr;
   }
 
   // xmm = the real of a plain first-level reverse value in g (a Reverse object holding a real,
@@ -531,32 +539,20 @@ struct Emitter {
       rev_real(xr::rax, xr::xmm1, xr::r10, slow);
       load(xr::rcx, ip->b2);
       rev_real(xr::rcx, xr::xmm2, xr::r11, slow);
-      Label made = a.newLabel(), constants = a.newLabel(), out = a.newLabel();
+      Label constants = a.newLabel(), out = a.newLabel();
       count(offsetof(WorkCounters, applications));
       a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
       a.movsd(xr::xmm0, xr::xmm1);
       arith(arith_form(p), xr::xmm0, xr::xmm2);
       a.and_(xr::r10d, xr::r11d);
       a.jnz(constants);  // two constants: nothing is recorded (a constant leaf, the zero backpropagator)
-      a.mov(xr::rdi, (uint64_t)p);
-      call((const void*)&vlad_jit_node);
-      a.test(xr::rax, xr::rax);
-      a.jnz(made);
-      a.mov(xr::eax, kThrown);
-      a.jmp(ret);
-      a.bind(made);
+      emit_rev_node(p);
       store(ip->x, xr::rax);
       a.or_(xr::rax, (int32_t)kViewBpNode);
       store(ip->x2, xr::rax);
       a.jmp(out);
       a.bind(constants);
-      call((const void*)&vlad_jit_const_leaf);
-      Label leaf = a.newLabel();
-      a.test(xr::rax, xr::rax);
-      a.jnz(leaf);
-      a.mov(xr::eax, kThrown);
-      a.jmp(ret);
-      a.bind(leaf);
+      emit_reverse_object(kConstLeafAux, 0);
       store(ip->x, xr::rax);
       a.mov(xr::rax, const_pair_view().bits);
       store(ip->x2, xr::rax);
@@ -794,6 +790,67 @@ struct Emitter {
     a.jmp(ret);
     a.bind(have);
   }
+  // rax = a pointer-free object of `bytes` (one or two granules) taken from this thread's batch
+  // as gc_alloc_atomic takes it, which is the slow path (an empty batch, the heap limit).
+  // Clobbers rcx, rdx, r8; keeps xmm0–xmm2.
+  void emit_alloc_atomic(size_t bytes) {
+    size_t g = (bytes + 15) / 16;
+    int32_t batch = atomic_batch_offset(g), n = atomic_count_offset(g);
+    Label slow = a.newLabel(), have = a.newLabel();
+    a.mov(xr::rcx, xr::qword_ptr(kWork, free_lists_offset));
+    a.test(xr::rcx, xr::rcx);
+    a.jz(slow);
+    a.mov(xr::edx, xr::dword_ptr(xr::rcx, n));
+    a.test(xr::edx, xr::edx);
+    a.jz(slow);
+    a.sub(xr::edx, 1);
+    a.mov(xr::dword_ptr(xr::rcx, n), xr::edx);
+    a.lea(xr::r8, xr::ptr(xr::rcx, xr::rdx, 3, batch));
+    a.mov(xr::rax, xr::qword_ptr(xr::r8));
+    a.mov(xr::qword_ptr(xr::r8), 0);  // held by its user from now on
+    count(offsetof(WorkCounters, objects));
+    count(offsetof(WorkCounters, bytes), (int64_t)bytes);
+    a.jmp(have);
+    a.bind(slow);
+    a.sub(xr::rsp, 32);
+    a.movsd(xr::qword_ptr(xr::rsp), xr::xmm0);
+    a.movsd(xr::qword_ptr(xr::rsp, 8), xr::xmm1);
+    a.movsd(xr::qword_ptr(xr::rsp, 16), xr::xmm2);
+    a.mov(xr::edi, (uint32_t)bytes);
+    call((const void*)&vlad_jit_alloc_atomic);
+    a.movsd(xr::xmm0, xr::qword_ptr(xr::rsp));
+    a.movsd(xr::xmm1, xr::qword_ptr(xr::rsp, 8));
+    a.movsd(xr::xmm2, xr::qword_ptr(xr::rsp, 16));
+    a.add(xr::rsp, 32);
+    a.test(xr::rax, xr::rax);
+    a.jnz(have);
+    a.mov(xr::eax, kThrown);
+    a.jmp(ret);
+    a.bind(have);
+  }
+
+  // rax = (reverse y), y in xmm0, of `aux` (a node: its primitive's id + 1; a constant leaf:
+  // kConstLeafAux) holding `nargs` arguments from xmm1, xmm2 (make_node's object).
+  void emit_reverse_object(uint32_t aux, int nargs) {
+    emit_alloc_atomic(nargs == 0 ? sizeof(Tagged) : nargs == 1 ? sizeof(Tagged) + sizeof(Value) : sizeof(RevNode));
+    a.mov(xr::r9, xr::rax);
+    a.mov(xr::rcx, header(Kind::Reverse, aux));
+    a.mov(xr::qword_ptr(xr::r9), xr::rcx);
+    box(xr::xmm0);
+    a.mov(xr::qword_ptr(xr::r9, node_v), xr::rax);
+    if (nargs >= 1) {
+      box(xr::xmm1);
+      a.mov(xr::qword_ptr(xr::r9, node_x1), xr::rax);
+    }
+    if (nargs >= 2) {
+      box(xr::xmm2);
+      a.mov(xr::qword_ptr(xr::r9, node_x2), xr::rax);
+    }
+    a.mov(xr::rax, xr::r9);
+  }
+  // The node of a binary primitive p's first-level forward phase (native.cpp's make_node).
+  void emit_rev_node(Prim* p) { emit_reverse_object(p->id + 1, rev_node_args(p)); }
+
   // The object header of kind k with aux n, as one word.
   static uint64_t header(Kind k, uint32_t n) { return (uint64_t)(uint32_t)k | ((uint64_t)n << 32); }
   void write_header(Kind k, uint32_t n) {
@@ -859,6 +916,28 @@ struct Emitter {
   // pair or to a view of *j of a pair, as rev_car_s / rev_cdr_s do it (ad/native.cpp): the part,
   // or a view of *j of it, and a view for the backpropagator; no call, no allocation. Falls
   // through for any other callee or argument.
+  // rcx = a view (low bits nonzero, below 2^48): unless it is (*j P) of a pair P (kViewJ), `fail`;
+  // else rcx = P and r9 = (*j (car P)) or (*j (cdr P)) as j_part makes it, lazily: a view of *j
+  // of a part that is a pair, (), #t and #f themselves, else the view kViewJCar / kViewJCdr of P.
+  // Clobbers r8.
+  void j_part_of_view(bool cdr, Label fail) {
+    Label own = a.newLabel(), not_pair = a.newLabel();
+    a.mov(xr::r8, xr::rcx);
+    a.and_(xr::r8, 15);
+    a.cmp(xr::r8, (int32_t)kViewJ);
+    a.jne(fail);
+    a.and_(xr::rcx, -16);  // P
+    a.mov(xr::r9, xr::qword_ptr(xr::rcx, cdr ? pair_cdr : pair_car));
+    kind_guard_of(xr::r9, xr::r8, Kind::Pair, not_pair);
+    a.or_(xr::r9, (int32_t)kViewJ);
+    a.jmp(own);
+    a.bind(not_pair);
+    atom_to(xr::r9, own);
+    a.mov(xr::r9, xr::rcx);
+    a.or_(xr::r9, (int32_t)(cdr ? kViewJCdr : kViewJCar));
+    a.bind(own);
+  }
+
   void emit_projection_split(const Instr* ip, Label done) {
     Label other = a.newLabel(), is_car = a.newLabel();
     a.mov(xr::r8, (uint64_t)rev_car_split());
@@ -869,7 +948,7 @@ struct Emitter {
     a.jne(other);
     for (int cdr = 1; cdr >= 0; cdr--) {
       if (!cdr) a.bind(is_car);
-      Label j_view = a.newLabel(), part_done = a.newLabel(), not_pair = a.newLabel();
+      Label j_view = a.newLabel(), part_done = a.newLabel();
       int32_t part = cdr ? pair_cdr : pair_car;
       load(xr::rcx, ip->b);
       a.mov(xr::r8, xr::rcx);
@@ -889,24 +968,7 @@ struct Emitter {
       a.jmp(part_done);
       // (*j P): j_part of P, and the view kViewBpCarJ / kViewBpCdrJ of P
       a.bind(j_view);
-      a.mov(xr::r8, xr::rcx);
-      a.and_(xr::r8, 15);
-      a.cmp(xr::r8, (int32_t)kViewJ);
-      a.jne(other);
-      a.and_(xr::rcx, -16);  // P
-      a.mov(xr::r9, xr::qword_ptr(xr::rcx, part));
-      Label own = a.newLabel(), stored = a.newLabel();
-      // the part a pair: a view of *j of it
-      kind_guard_of(xr::r9, xr::r8, Kind::Pair, not_pair);
-      a.or_(xr::r9, (int32_t)kViewJ);
-      a.jmp(stored);
-      // (), #t, #f: its own *j; anything else: the view kViewJCar / kViewJCdr of P
-      a.bind(not_pair);
-      atom_to(xr::r9, own);
-      a.mov(xr::r9, xr::rcx);
-      a.or_(xr::r9, (int32_t)(cdr ? kViewJCdr : kViewJCar));
-      a.bind(own);
-      a.bind(stored);
+      j_part_of_view(cdr, other);
       store(ip->x, xr::r9);
       a.or_(xr::rcx, (int32_t)(cdr ? kViewBpCdrJ : kViewBpCarJ));
       store(ip->x2, xr::rcx);
@@ -914,6 +976,44 @@ struct Emitter {
       count(offsetof(WorkCounters, applications));
       a.jmp(done);
     }
+    a.bind(other);
+  }
+
+  // x, x2 = (value . backpropagator) of the reverse version of p (zero?, positive?, negative?)
+  // applied to a reverse real (a node or a constant leaf holding a real), as rev_const_s makes
+  // them: #t or #f, and the view kViewBpConst of the argument. rax = the callee (a closure),
+  // rdx = its lambda, rdi = its native_split1; anything else falls through, registers unchanged.
+  void emit_sign_test_split(const Instr* ip, Prim* p, Label done) {
+    Label other = a.newLabel();
+    a.mov(xr::r8, (uint64_t)p);
+    a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::r8);
+    a.jne(other);
+    load(xr::rcx, ip->b);
+    kind_guard_of(xr::rcx, xr::r8, Kind::Reverse, other);
+    a.mov(xr::r9, xr::qword_ptr(xr::rcx, node_v));
+    unbox(xr::r9, xr::xmm0, other);
+    a.xorpd(xr::xmm1, xr::xmm1);
+    a.xor_(xr::r9d, xr::r9d);
+    if (p->name == intern("zero?")) {  // x == 0 (false when unordered: ZF and PF are both set)
+      a.xor_(xr::r10d, xr::r10d);
+      a.ucomisd(xr::xmm0, xr::xmm1);
+      a.sete(xr::r9b);
+      a.setnp(xr::r10b);
+      a.and_(xr::r9d, xr::r10d);
+    } else if (p->name == intern("positive?")) {  // x > 0
+      a.ucomisd(xr::xmm0, xr::xmm1);
+      a.seta(xr::r9b);
+    } else {  // x < 0
+      a.ucomisd(xr::xmm1, xr::xmm0);
+      a.seta(xr::r9b);
+    }
+    a.add(xr::r9d, (int32_t)Value::kFalse);  // kTrue = kFalse + 1
+    store(ip->x, xr::r9);
+    a.or_(xr::rcx, (int32_t)kViewBpConst);
+    store(ip->x2, xr::rcx);
+    a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
+    count(offsetof(WorkCounters, applications));
+    a.jmp(done);
     a.bind(other);
   }
 
@@ -953,7 +1053,10 @@ struct Emitter {
         a.mov(xr::rdi, xr::qword_ptr(xr::rdx, two ? lambda_split2 : lambda_split1));
         a.test(xr::rdi, xr::rdi);
         a.jz(no_split);
-        if (!two) emit_projection_split(ip, done);
+        if (!two) {
+          emit_projection_split(ip, done);
+          if (Prim* p = known_rev_sign_test(ip->a)) emit_sign_test_split(ip, p, done);
+        }
         a.sub(xr::rsp, 16);  // out[2]
         a.mov(xr::rsi, xr::rax);
         load(xr::rdx, ip->b);
@@ -1270,9 +1373,22 @@ struct Emitter {
 
   void emit_car_cdr(const Instr* ip) {
     guarded(ip, [&](Label slow) {
+      Label view = a.newLabel(), done = a.newLabel();
+      bool car_side = ip->op == Op::Car;
       load(xr::rax, ip->a);
-      load_part(ip->op == Op::Car, slow);
+      a.test(xr::al, 15);
+      a.jnz(view);
+      load_part(car_side, slow);
       store(ip->x, xr::rax);
+      a.jmp(done);
+      // a part of (*j P), lazily (op_car_cdr's second case)
+      a.bind(view);
+      a.mov(xr::rcx, xr::rax);
+      a.shr(xr::rax, 48);
+      a.jnz(slow);
+      j_part_of_view(!car_side, slow);
+      store(ip->x, xr::r9);
+      a.bind(done);
     });
   }
 
@@ -1371,6 +1487,14 @@ struct Emitter {
       case Op::App: emit_app(ip); break;
       case Op::Car:
       case Op::Cdr: emit_car_cdr(ip); break;
+      case Op::Sens:  // a sensitivity that is not the placeholder zero is itself (op_sens)
+        guarded(ip, [&](Label slow) {
+          load(xr::rax, ip->a);
+          a.cmp(xr::rax, (int32_t)Value::kZeroSens);
+          a.je(slow);
+          store(ip->x, xr::rax);
+        });
+        break;
       case Op::If: emit_if(ip); break;
       case Op::Cons: emit_cons(ip); break;
       case Op::Lambda: emit_lambda(ip); break;

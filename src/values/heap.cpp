@@ -168,6 +168,9 @@ void refill_atomic(FreeLists* fl, size_t g) {
 }
 }  // namespace
 
+int32_t atomic_batch_offset(size_t g) { return (int32_t)(offsetof(FreeLists, atomic) + g * kAtomicBatch * sizeof(void*)); }
+int32_t atomic_count_offset(size_t g) { return (int32_t)(offsetof(FreeLists, atomic_n) + g * sizeof(int)); }
+
 void* gc_alloc_atomic(size_t bytes) {
   work.objects++;
   work.bytes += bytes;

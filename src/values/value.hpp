@@ -172,6 +172,10 @@ WorkCounters* work_address();  // this thread's `work`
 void* free_lists_address();
 int free_list_index(size_t bytes);
 uintptr_t free_list_counter_max();
+// For native code that takes a pointer-free object of g granules (1 or 2) as gc_alloc_atomic
+// does: where, in the block at free_lists_address(), its batch of objects and their count lie.
+int32_t atomic_batch_offset(size_t g);
+int32_t atomic_count_offset(size_t g);
 extern __thread WorkCounters work;  // (__thread: no initialisation check at each use)
 
 // The bytes of the heap objects reachable from v (each counted once, at the size the collector
