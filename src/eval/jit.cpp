@@ -202,6 +202,7 @@ struct Emitter {
   }
   // The interpreter runs this one instruction (its own case, without dispatch).
   void step(const Instr* ip) {
+    if (rebuild_arg && (ip->chain_call || ip->inert_guard)) emit_rebuild_arg();
     const void* fn = (const void*)&vlad_jit_step;
     switch (ip->op) {
       case Op::Sens: fn = (const void*)&vlad_jit_sens; break;
@@ -330,12 +331,14 @@ struct Emitter {
   }
 
   // Whether operand r is read by an instruction of c (branches included) other than `skip`s, or by c's value.
-  static bool reads(const Code* c, int r, const Instr* skip1, const Instr* skip2) {
+  // (With `own` false, the instructions that read the argument (fr[0]) themselves — a chain
+  // call's way out, an inert-guarded lambda, for a value that holds no real — are not counted.)
+  static bool reads(const Code* c, int r, const Instr* skip1, const Instr* skip2, bool own = true) {
     if (c->pair_result ? (c->r1 == r || c->r2 == r) : c->result == r) return true;
     for (int i = 0; i < c->n; i++) {
       const Instr* ip = &c->ins[i];
       if (ip == skip1 || ip == skip2) continue;
-      if (ip->inert_guard || ip->chain_call) return true;  // these read the argument (fr[0]) themselves
+      if (own && (ip->inert_guard || ip->chain_call)) return true;
       switch (ip->op) {
         case Op::Const:
         case Op::Global: break;
@@ -347,7 +350,8 @@ struct Emitter {
           if (ip->a == r) return true;
           break;
         case Op::If:
-          if (ip->a == r || reads(ip->then_, r, nullptr, nullptr) || reads(ip->else_, r, nullptr, nullptr)) return true;
+          if (ip->a == r || reads(ip->then_, r, nullptr, nullptr, own) || reads(ip->else_, r, nullptr, nullptr, own))
+            return true;
           break;
         case Op::Lambda:
           for (int k = 0; k < ip->ncaps; k++)
@@ -367,6 +371,41 @@ struct Emitter {
   bool self_loop = false;
   const Instr* arg_car = nullptr;
   const Instr* arg_cdr = nullptr;
+  // Whether an instruction of c (branches included) other than the `skip`s writes slot r, and
+  // whether one reads the argument itself (a chain call, an inert-guarded lambda).
+  static bool writes(const Code* c, int r, const Instr* skip1, const Instr* skip2) {
+    for (int i = 0; i < c->n; i++) {
+      const Instr* ip = &c->ins[i];
+      if (ip == skip1 || ip == skip2) continue;
+      if (ip->x == r || (ip->split && (ip->x2 == r || (ip->split3 && ip->x3 == r)))) return true;
+      if (ip->op == Op::If && (writes(ip->then_, r, nullptr, nullptr) || writes(ip->else_, r, nullptr, nullptr)))
+        return true;
+    }
+    return false;
+  }
+  static bool reads_argument_itself(const Code* c) {
+    for (int i = 0; i < c->n; i++) {
+      const Instr* ip = &c->ins[i];
+      if (ip->inert_guard || ip->chain_call) return true;
+      if (ip->op == Op::If && (reads_argument_itself(ip->then_) || reads_argument_itself(ip->else_))) return true;
+    }
+    return false;
+  }
+
+  // With the argument taken apart without a pair, the instructions that read it themselves
+  // (reads_argument_itself) get it rebuilt from its parts first, when their slots keep them to
+  // the end: `rebuild_arg`. (A new pair of the same parts: they only take its zero.)
+  bool rebuild_arg = false;
+  void emit_rebuild_arg() {
+    emit_alloc(sizeof(Pair));
+    write_header(Kind::Pair, 0);
+    load(xr::rcx, arg_car->x);
+    a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rcx);
+    load(xr::rcx, arg_cdr->x);
+    a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rcx);
+    store(0, xr::rax);
+  }
+
   void plan_self_loop(const Code* c) {
     Lambda* lam = c->lam;
     self_loop = lam && !lam->native1 && !lam->native2 && !lam->native_split1 && !lam->native_split2 && !lam->raw_bp &&
@@ -377,9 +416,17 @@ struct Emitter {
     if (i0->op == Op::Cdr) std::swap(i0, i1);
     if (i0->op != Op::Car || i1->op != Op::Cdr || i0->a != 0 || i1->a != 0) return;
     // the argument is dead once the second one has written over its slot; else, unread after
-    if (c->ins[0].x == 0 || (c->ins[1].x != 0 && reads(c, 0, i0, i1))) return;
+    if (c->ins[0].x == 0) return;
+    bool rebuild = false;
+    if (c->ins[1].x != 0 && reads(c, 0, i0, i1)) {
+      // read only by instructions that read it themselves, and its parts kept: rebuilt for them
+      rebuild = alloc_ok && !reads(c, 0, i0, i1, false) && reads_argument_itself(c) && !writes(c, 0, i0, i1) &&
+                !writes(c, i0->x, i0, i1) && !writes(c, i1->x, i0, i1) && i0->x != i1->x;
+      if (!rebuild) return;
+    }
     arg_car = i0;
     arg_cdr = i1;
+    rebuild_arg = rebuild;
   }
 
   void emit_self_tail(const Instr* ip) {
@@ -1510,7 +1557,8 @@ struct Emitter {
 
   void dump(const Code* c) {
     fprintf(stderr, "native: %s, %d instructions, self loop %s%s\n", c->lam && c->lam->name ? c->lam->name : "lambda",
-            c->n, self_loop ? "yes" : "no", arg_car ? ", argument taken apart without a pair" : "");
+            c->n, self_loop ? "yes" : "no",
+            !arg_car ? "" : rebuild_arg ? ", argument taken apart without a pair (rebuilt where read)" : ", argument taken apart without a pair");
     dump_code(c, 2);
   }
   static void dump_code(const Code* c, int indent) {
