@@ -101,6 +101,10 @@ Split1 rev_cdr_split();
 // backpropagator the view kViewBpConst of the argument), which the native tier inlines for
 // zero?, positive? and negative? of a reverse real.
 Split1 rev_const_split();
+// The forward phase of a unary arithmetic primitive's reverse rule (rev_unary_s: a node holding
+// x, or for a constant leaf a constant leaf and the zero backpropagator const_real_view()).
+Split1 rev_unary_split();
+Value const_real_view();
 
 // ---- views of backpropagators (native.cpp; Value::is_view) ----
 // The backpropagator of a builtin primitive applied at the first level of transformation, made

@@ -579,6 +579,8 @@ void install_ad_native(Prim* p, Lambda* rule, char kind) {
 Value const_leaf(double r) { return const_leaf_impl(r); }
 Value const_pair_view() { return kConstPairView; }
 Split1 rev_const_split() { return rev_const_s; }
+Split1 rev_unary_split() { return rev_unary_s; }
+Value const_real_view() { return kConstRealView; }
 
 void install_linear_forward(Lambda* f) {
   Lambda* m = f->source;

@@ -524,6 +524,14 @@ struct Emitter {
     return arith_form(lam->native_prim) != Inline::None ? lam->native_prim : nullptr;
   }
 
+  // The unary arithmetic primitive whose reverse version slot r holds (known_rev_lambda).
+  Prim* known_rev_unary(int r) {
+    Lambda* lam = known_rev_lambda(r);
+    if (!lam || lam->native_split1 != rev_unary_split()) return nullptr;
+    Prim* p = lam->native_prim;
+    return p->cls == PrimClass::Arith && p->arity == 1 && p->fn1 ? p : nullptr;
+  }
+
   // zero?, positive? or negative?, whose reverse version slot r holds (known_rev_lambda).
   Prim* known_rev_sign_test(int r) {
     Lambda* lam = known_rev_lambda(r);
@@ -814,6 +822,22 @@ struct Emitter {
   // on the slow path, every caller-saved register.
   bool alloc_ok = false;
   int32_t free_lists_offset = 0;
+  // rax = an object of `bytes` popped from this thread's free list as emit_alloc does, or, when
+  // the list is empty, `fail` (nothing called). Clobbers rcx, rdx.
+  void emit_alloc_from_list(size_t bytes, Label fail) {
+    int32_t head = free_list_index(bytes) * 8;
+    a.mov(xr::rcx, xr::qword_ptr(kWork, free_lists_offset));
+    a.test(xr::rcx, xr::rcx);
+    a.jz(fail);
+    a.mov(xr::rax, xr::qword_ptr(xr::rcx, head));
+    a.cmp(xr::rax, (int32_t)free_list_counter_max());
+    a.jbe(fail);
+    a.mov(xr::rdx, xr::qword_ptr(xr::rax));
+    a.mov(xr::qword_ptr(xr::rcx, head), xr::rdx);
+    count(offsetof(WorkCounters, objects));
+    count(offsetof(WorkCounters, bytes), (int64_t)bytes);
+  }
+
   void emit_alloc(size_t bytes) {
     int32_t head = free_list_index(bytes) * 8;
     Label slow = a.newLabel(), have = a.newLabel();
@@ -919,7 +943,13 @@ struct Emitter {
   // A closure over captured values (op_lambda's general case).
   void emit_lambda(const Instr* ip) {
     size_t bytes = sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1);
-    if (!alloc_ok || ip->self_ref || ip->ncaps <= 0 || free_list_index(bytes) < 0) return step(ip);
+    if (ip->self_ref) {  // a closure of the running lambda over the same environment: itself
+      a.mov(xr::rax, xr::qword_ptr(kEx, offsetof(Exec, self)));
+      store(ip->x, xr::rax);
+      return;
+    }
+    bool empty = ip->ncaps == 0 && ip->lam->free.empty();  // closure_of's one closure, once made
+    if (!empty && (!alloc_ok || ip->ncaps <= 0 || free_list_index(bytes) < 0)) return step(ip);
     Label slow = a.newLabel(), done = a.newLabel();
     if (ip->inert_guard) {  // a way out whose value holds no real (inert_value): the interpreter
       Label general = a.newLabel();
@@ -936,13 +966,20 @@ struct Emitter {
       a.je(slow);
       a.bind(general);
     }
-    emit_alloc(bytes);
-    write_header(Kind::Closure, ip->ncaps);
-    a.mov(xr::rcx, (uint64_t)ip->lam);
-    a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
-    for (int k = 0; k < ip->ncaps; k++) {
-      load(xr::rcx, ip->caps[k]);
-      a.mov(xr::qword_ptr(xr::rax, closure_env + 8 * k), xr::rcx);
+    if (empty) {
+      a.mov(xr::rax, (uint64_t)&ip->lam->empty_closure);
+      a.mov(xr::rax, xr::qword_ptr(xr::rax));
+      a.cmp(xr::rax, (int32_t)Value::kUnbound);
+      a.je(slow);
+    } else {
+      emit_alloc(bytes);
+      write_header(Kind::Closure, ip->ncaps);
+      a.mov(xr::rcx, (uint64_t)ip->lam);
+      a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
+      for (int k = 0; k < ip->ncaps; k++) {
+        load(xr::rcx, ip->caps[k]);
+        a.mov(xr::qword_ptr(xr::rax, closure_env + 8 * k), xr::rcx);
+      }
     }
     store(ip->x, xr::rax);
     a.jmp(done);
@@ -1026,6 +1063,52 @@ struct Emitter {
     a.bind(other);
   }
 
+  // x, x2 = (value . backpropagator) of the reverse version of a unary arithmetic primitive p
+  // (sin, exp, ...) applied to a plain reverse real, as rev_unary_s makes them: the primitive
+  // itself computes (and meters) y, which goes into a node holding x (its backpropagator its
+  // view kViewBpNode) or, for a constant leaf, a constant leaf (the zero backpropagator).
+  // rax = the callee, rdx = its lambda, rdi = its native_split1; else falls through, unchanged.
+  void emit_unary_split(const Instr* ip, Prim* p, Label done) {
+    Label other = a.newLabel(), leaf = a.newLabel(), made = a.newLabel();
+    a.mov(xr::r8, (uint64_t)p);
+    a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::r8);
+    a.jne(other);
+    a.mov(xr::r8, (uint64_t)rev_unary_split());
+    a.cmp(xr::rdi, xr::r8);
+    a.jne(other);
+    load(xr::rcx, ip->b);
+    rev_real(xr::rcx, xr::xmm0, xr::r10, other);  // (clobbers rdx: the lambda is not needed now)
+    a.sub(xr::rsp, 16);
+    a.movsd(xr::qword_ptr(xr::rsp), xr::xmm0);
+    a.mov(xr::qword_ptr(xr::rsp, 8), xr::r10);
+    box();
+    a.mov(xr::rsi, xr::rax);
+    a.mov(xr::rdi, (uint64_t)p);
+    call((const void*)p->fn1);  // a real: it cannot fail
+    a.mov(xr::r8, kOffset);
+    a.sub(xr::rax, xr::r8);
+    a.movq(xr::xmm0, xr::rax);
+    a.movsd(xr::xmm1, xr::qword_ptr(xr::rsp));
+    a.mov(xr::r10, xr::qword_ptr(xr::rsp, 8));
+    a.add(xr::rsp, 16);
+    a.test(xr::r10d, xr::r10d);
+    a.jnz(leaf);
+    emit_reverse_object(p->id + 1, 1);
+    store(ip->x, xr::rax);
+    a.or_(xr::rax, (int32_t)kViewBpNode);
+    store(ip->x2, xr::rax);
+    a.jmp(made);
+    a.bind(leaf);
+    emit_reverse_object(kConstLeafAux, 0);
+    store(ip->x, xr::rax);
+    a.mov(xr::rax, const_real_view().bits);
+    store(ip->x2, xr::rax);
+    a.bind(made);
+    count(offsetof(WorkCounters, applications));
+    a.jmp(done);
+    a.bind(other);
+  }
+
   // x, x2 = (value . backpropagator) of the reverse version of p (zero?, positive?, negative?)
   // applied to a reverse real (a node or a constant leaf holding a real), as rev_const_s makes
   // them: #t or #f, and the view kViewBpConst of the argument. rax = the callee (a closure),
@@ -1103,6 +1186,7 @@ struct Emitter {
         if (!two) {
           emit_projection_split(ip, done);
           if (Prim* p = known_rev_sign_test(ip->a)) emit_sign_test_split(ip, p, done);
+          if (Prim* p = known_rev_unary(ip->a)) emit_unary_split(ip, p, done);
         }
         a.sub(xr::rsp, 16);  // out[2]
         a.mov(xr::rsi, xr::rax);
@@ -1268,6 +1352,82 @@ struct Emitter {
   }
 
   // A primitive known when compiling, with no inline form: called without op_app's dispatch.
+  // rax = x ⊕ y when plus gives it at once, in plus's order of cases: two reals (their sum),
+  // the placeholder zero on either side, a lazy zero or zero view on the left, a zero view on
+  // the right, or a lazy zero on the right of a value that is not a view (the other value);
+  // anything else jumps to `fail`. Keeps x, y, r9–r11; clobbers rdx, r8, xmm0, xmm1.
+  void emit_plus_now(const xr::Gp& x, const xr::Gp& y, Label fail) {
+    Label not_reals = a.newLabel(), give_x = a.newLabel(), give_y = a.newLabel(), done = a.newLabel();
+    a.mov(xr::r8, kOffset);
+    a.cmp(x, xr::r8);
+    a.jb(not_reals);
+    a.cmp(y, xr::r8);
+    a.jb(not_reals);
+    a.mov(xr::rdx, x);
+    a.sub(xr::rdx, xr::r8);
+    a.movq(xr::xmm0, xr::rdx);
+    a.mov(xr::rdx, y);
+    a.sub(xr::rdx, xr::r8);
+    a.movq(xr::xmm1, xr::rdx);
+    a.addsd(xr::xmm0, xr::xmm1);
+    box();
+    a.jmp(done);
+    a.bind(not_reals);
+    a.cmp(x, (int32_t)Value::kZeroSens);
+    a.je(give_y);
+    a.cmp(y, (int32_t)Value::kZeroSens);
+    a.je(give_x);
+    Label x_not_zero = a.newLabel(), x_obj = a.newLabel();
+    // x a lazy zero (an object of kind Zero) or a zero view: y
+    a.cmp(x, 0xff);
+    a.jbe(x_not_zero);
+    a.mov(xr::rdx, x);
+    a.shr(xr::rdx, 48);
+    a.jnz(x_not_zero);
+    a.test(x.r8(), 15);
+    a.jz(x_obj);
+    a.mov(xr::rdx, x);
+    a.and_(xr::rdx, 15);
+    a.cmp(xr::rdx, (int32_t)kViewZero);
+    a.je(give_y);
+    a.jmp(x_not_zero);
+    a.bind(x_obj);
+    a.cmp(xr::dword_ptr(x, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Zero);
+    a.je(give_y);
+    a.bind(x_not_zero);
+    // y a zero view, or a lazy zero with x no view: x
+    a.cmp(y, 0xff);
+    a.jbe(fail);
+    a.mov(xr::rdx, y);
+    a.shr(xr::rdx, 48);
+    a.jnz(fail);
+    a.mov(xr::rdx, y);
+    a.and_(xr::rdx, 15);
+    Label y_obj = a.newLabel();
+    a.jz(y_obj);
+    a.cmp(xr::rdx, (int32_t)kViewZero);
+    a.je(give_x);
+    a.jmp(fail);
+    a.bind(y_obj);
+    a.cmp(xr::dword_ptr(y, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Zero);
+    a.jne(fail);
+    a.mov(xr::rdx, x);  // x must not be a view (plus would give the value it stands for)
+    a.shr(xr::rdx, 48);
+    a.cmp(xr::rdx, 1);
+    a.je(fail);      // an immediate view
+    a.ja(give_x);    // a real
+    a.cmp(x, 0xff);  // a constant
+    a.jbe(give_x);
+    a.test(x.r8(), 15);
+    a.jnz(fail);  // a view of an object
+    a.bind(give_x);
+    a.mov(xr::rax, x);
+    a.jmp(done);
+    a.bind(give_y);
+    a.mov(xr::rax, y);
+    a.bind(done);
+  }
+
   void emit_prim_call(const Instr* ip, Prim* p) {
     guarded(ip, [&](Label slow) {
       load(xr::rax, ip->a);
@@ -1351,21 +1511,59 @@ struct Emitter {
         call((const void*)p->fn1);  // a real: it cannot fail
         return;
       case Inline::Plus: {
-        // sensitivities: a placeholder zero adds nothing; two reals add (no operation is counted,
-        // as in `plus`); anything else: the interpreter
-        Label real_sum = a.newLabel(), out = a.newLabel();
+        // sums of sensitivities, when plus gives them at once (emit_plus_now: no operation is
+        // counted, as in `plus`), or for two pairs whose parts it gives at once (the cdrs may be
+        // two such pairs again), a new pair of their sums taken from the free list (plus_pairs's
+        // pair); anything else, and an empty free list: the primitive's call
+        Label pairs = a.newLabel(), out = a.newLabel();
         load_pair_args(ip, slow);
-        a.cmp(xr::rcx, (int32_t)Value::kZeroSens);
-        a.je(out);  // rax: a
-        a.cmp(xr::rax, (int32_t)Value::kZeroSens);
-        a.jne(real_sum);
-        a.mov(xr::rax, xr::rcx);
+        a.mov(xr::r10, xr::rax);
+        a.mov(xr::r11, xr::rcx);
+        emit_plus_now(xr::r10, xr::r11, pairs);
         a.jmp(out);
-        a.bind(real_sum);
-        unbox(xr::rax, xr::xmm0, slow);
-        unbox(xr::rcx, xr::xmm1, slow);
-        a.addsd(xr::xmm0, xr::xmm1);
-        box();
+        a.bind(pairs);
+        if (!alloc_ok) {
+          a.jmp(slow);
+        } else {
+          kind_guard_of(xr::r10, xr::rdx, Kind::Pair, slow);
+          kind_guard_of(xr::r11, xr::rdx, Kind::Pair, slow);
+          a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_car));
+          a.mov(xr::rdi, xr::qword_ptr(xr::r11, pair_car));
+          emit_plus_now(xr::rsi, xr::rdi, slow);
+          a.mov(xr::r9, xr::rax);
+          Label cdr_pairs = a.newLabel(), cdr_done = a.newLabel();
+          a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_cdr));
+          a.mov(xr::rdi, xr::qword_ptr(xr::r11, pair_cdr));
+          emit_plus_now(xr::rsi, xr::rdi, cdr_pairs);
+          a.mov(xr::rsi, xr::rax);
+          a.jmp(cdr_done);
+          // the cdrs two pairs whose parts it gives at once (a list's sensitivity, one more
+          // element): that pair first
+          a.bind(cdr_pairs);
+          kind_guard_of(xr::rsi, xr::rdx, Kind::Pair, slow);
+          kind_guard_of(xr::rdi, xr::rdx, Kind::Pair, slow);
+          a.mov(xr::r10, xr::rsi);
+          a.mov(xr::r11, xr::rdi);
+          a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_car));
+          a.mov(xr::rdi, xr::qword_ptr(xr::r11, pair_car));
+          emit_plus_now(xr::rsi, xr::rdi, slow);
+          a.mov(xr::rcx, xr::rax);
+          a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_cdr));
+          a.mov(xr::rdi, xr::qword_ptr(xr::r11, pair_cdr));
+          emit_plus_now(xr::rsi, xr::rdi, slow);
+          a.mov(xr::rsi, xr::rax);
+          a.mov(xr::rdi, xr::rcx);
+          emit_alloc_from_list(sizeof(Pair), slow);
+          write_header(Kind::Pair, 0);
+          a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rdi);
+          a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rsi);
+          a.mov(xr::rsi, xr::rax);
+          a.bind(cdr_done);  // rsi: the cdr's sum, r9: the car's
+          emit_alloc_from_list(sizeof(Pair), slow);
+          write_header(Kind::Pair, 0);
+          a.mov(xr::qword_ptr(xr::rax, pair_car), xr::r9);
+          a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rsi);
+        }
         a.bind(out);
         return;
       }
