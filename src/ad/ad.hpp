@@ -105,6 +105,9 @@ Split1 rev_const_split();
 // x, or for a constant leaf a constant leaf and the zero backpropagator const_real_view()).
 Split1 rev_unary_split();
 Value const_real_view();
+// x̄ = ȳ f'(x), boxed, from the node of a unary primitive f (its backpropagator's work, metered
+// as back_node meters it), or 0 for the node of another primitive. Allocates nothing.
+uint64_t unary_node_bar(const RevNode* n, double y);
 
 // ---- views of backpropagators (native.cpp; Value::is_view) ----
 // The backpropagator of a builtin primitive applied at the first level of transformation, made

@@ -580,6 +580,14 @@ Value const_leaf(double r) { return const_leaf_impl(r); }
 Value const_pair_view() { return kConstPairView; }
 Split1 rev_const_split() { return rev_const_s; }
 Split1 rev_unary_split() { return rev_unary_s; }
+
+uint64_t unary_node_bar(const RevNode* n, double y) {
+  Prim* p = current->prims[n->aux - 1];
+  if (node_args(op_of(p)) != 1) return 0;
+  Value out[2];
+  back_node(p, n, y, out);
+  return out[1].bits;
+}
 Value const_real_view() { return kConstRealView; }
 
 void install_linear_forward(Lambda* f) {

@@ -532,13 +532,16 @@ struct Emitter {
     return p->cls == PrimClass::Arith && p->arity == 1 && p->fn1 ? p : nullptr;
   }
 
-  // zero?, positive? or negative?, whose reverse version slot r holds (known_rev_lambda).
-  Prim* known_rev_sign_test(int r) {
+  // zero?, positive?, negative?, null? or pair?, whose reverse version slot r holds
+  // (known_rev_lambda).
+  Prim* known_rev_test(int r) {
     Lambda* lam = known_rev_lambda(r);
     if (!lam || lam->native_split1 != rev_const_split()) return nullptr;
     Prim* p = lam->native_prim;
     bool sign = p->name == intern("zero?") || p->name == intern("positive?") || p->name == intern("negative?");
-    return sign && p->cls == PrimClass::Compare && p->arity == 1 ? p : nullptr;
+    bool shape = p->name == intern("null?") || p->name == intern("pair?");
+    return ((sign && p->cls == PrimClass::Compare) || (shape && p->cls == PrimClass::Predicate)) && p->arity == 1 ? p
+                                                                                                                   : nullptr;
   }
 
   // xmm = the real of a plain first-level reverse value in g (a Reverse object holding a real,
@@ -622,6 +625,32 @@ struct Emitter {
   // interpreter.
   void emit_back_proj(const Instr* ip) {
     guarded(ip, [&](Label slow) {
+      // the backpropagator of a unary primitive's node (its view kViewBpNode) on a real ȳ:
+      // (() . ȳ f'(x)) (unary_node_bar)
+      Label not_node = a.newLabel(), node_done = a.newLabel();
+      load(xr::rax, ip->a);
+      a.mov(xr::rdx, xr::rax);
+      a.and_(xr::rdx, 15);
+      a.cmp(xr::rdx, (int32_t)kViewBpNode);
+      a.jne(not_node);
+      a.mov(xr::rdx, xr::rax);
+      a.shr(xr::rdx, 48);
+      a.jnz(slow);
+      a.cmp(xr::rax, 0xff);
+      a.jbe(slow);
+      load(xr::rcx, ip->b);
+      unbox(xr::rcx, xr::xmm0, slow);
+      a.and_(xr::rax, -16);
+      a.mov(xr::rdi, xr::rax);
+      call((const void*)&unary_node_bar);
+      a.test(xr::rax, xr::rax);
+      a.jz(slow);
+      store(ip->x2, xr::rax);
+      a.mov(xr::eax, (int32_t)Value::kNil);
+      store(ip->x, xr::rax);
+      count(offsetof(WorkCounters, applications));
+      a.jmp(node_done);
+      a.bind(not_node);
       // r9 = the zero of the other part, r10 = 1 on the cdr side; jumps to `fail` outside the case
       auto other_zero = [&](Label fail) {
         Label is_car = a.newLabel(), got = a.newLabel(), real_part = a.newLabel(), done = a.newLabel();
@@ -676,6 +705,7 @@ struct Emitter {
       a.mov(xr::edx, (int32_t)Value::kNil);
       store(ip->x, xr::rdx);
       store(ip->x2, xr::r11);
+      a.bind(node_done);
     });
   }
 
@@ -1109,16 +1139,46 @@ struct Emitter {
     a.bind(other);
   }
 
-  // x, x2 = (value . backpropagator) of the reverse version of p (zero?, positive?, negative?)
-  // applied to a reverse real (a node or a constant leaf holding a real), as rev_const_s makes
-  // them: #t or #f, and the view kViewBpConst of the argument. rax = the callee (a closure),
-  // rdx = its lambda, rdi = its native_split1; anything else falls through, registers unchanged.
-  void emit_sign_test_split(const Instr* ip, Prim* p, Label done) {
+  // x, x2 = (value . backpropagator) of the reverse version of p, as rev_const_s makes them:
+  // zero?, positive? or negative? of a reverse real (a node or a constant leaf holding a real),
+  // #t or #f and the view kViewBpConst of the argument; null? or pair? of a pair (the same view)
+  // or of (*j P) of a pair P (the view kViewBpConstJ of P). rax = the callee (a closure), rdx =
+  // its lambda, rdi = its native_split1; anything else falls through, registers unchanged.
+  void emit_test_split(const Instr* ip, Prim* p, Label done) {
     Label other = a.newLabel();
     a.mov(xr::r8, (uint64_t)p);
     a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::r8);
     a.jne(other);
     load(xr::rcx, ip->b);
+    if (p->name == intern("null?") || p->name == intern("pair?")) {
+      Label view = a.newLabel(), stored = a.newLabel();
+      a.mov(xr::r9d, (int32_t)(p->name == intern("pair?") ? Value::kTrue : Value::kFalse));
+      a.mov(xr::r8, xr::rcx);
+      a.shr(xr::r8, 48);
+      a.jnz(other);
+      a.cmp(xr::rcx, 0xff);
+      a.jbe(other);
+      a.test(xr::cl, 15);
+      a.jnz(view);
+      a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
+      a.jne(other);
+      a.or_(xr::rcx, (int32_t)kViewBpConst);
+      a.jmp(stored);
+      a.bind(view);
+      a.mov(xr::r8, xr::rcx);
+      a.and_(xr::r8, 15);
+      a.cmp(xr::r8, (int32_t)kViewJ);
+      a.jne(other);
+      a.and_(xr::rcx, -16);
+      a.or_(xr::rcx, (int32_t)kViewBpConstJ);
+      a.bind(stored);
+      store(ip->x, xr::r9);
+      store(ip->x2, xr::rcx);
+      count(offsetof(WorkCounters, applications));
+      a.jmp(done);
+      a.bind(other);
+      return;
+    }
     kind_guard_of(xr::rcx, xr::r8, Kind::Reverse, other);
     a.mov(xr::r9, xr::qword_ptr(xr::rcx, node_v));
     unbox(xr::r9, xr::xmm0, other);
@@ -1185,7 +1245,7 @@ struct Emitter {
         a.jz(no_split);
         if (!two) {
           emit_projection_split(ip, done);
-          if (Prim* p = known_rev_sign_test(ip->a)) emit_sign_test_split(ip, p, done);
+          if (Prim* p = known_rev_test(ip->a)) emit_test_split(ip, p, done);
           if (Prim* p = known_rev_unary(ip->a)) emit_unary_split(ip, p, done);
         }
         a.sub(xr::rsp, 16);  // out[2]
