@@ -140,13 +140,35 @@ void release_free_lists() {
   free_lists = nullptr;
 }
 
-void* gc_alloc(size_t bytes) {
-  work.objects++;
-  work.bytes += bytes;
+namespace {
+// gc_alloc when this thread's list for the size is empty (or holds a count, or there is none
+// yet): gc_inline.h's allocation, which refills it from the collector.
+__attribute__((noinline)) void* gc_alloc_slow(size_t bytes) {
   void* p;
   GC_MALLOC_WORDS_KIND(p, (bytes + 7) / 8, my_free_lists()->normal, GC_I_NORMAL, *(void**)p = 0);
   if (!p) out_of_memory();
   return p;
+}
+}  // namespace
+
+// The object at the head of this thread's free list, as the native tier pops it (gc_inline.h's
+// fast path without GC_end_stubborn_change, which only incremental collection with manual dirty
+// bits needs, a mode this program never enables).
+void* gc_alloc(size_t bytes) {
+  work.objects++;
+  work.bytes += bytes;
+  size_t g = GC_WORDS_TO_WHOLE_GRANULES((bytes + 7) / 8);
+  FreeLists* fl = free_lists;
+  if (__builtin_expect(fl != nullptr && g < GC_TINY_FREELISTS, 1)) {
+    void** head = &fl->normal[g];
+    void* p = *head;
+    if (__builtin_expect((uintptr_t)p > GC_TINY_FREELISTS + 1, 1)) {
+      *head = *static_cast<void**>(p);
+      *static_cast<void**>(p) = nullptr;
+      return p;
+    }
+  }
+  return gc_alloc_slow(bytes);
 }
 
 namespace {
