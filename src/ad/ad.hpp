@@ -104,6 +104,10 @@ Split1 rev_const_split();
 // The forward phase of a unary arithmetic primitive's reverse rule (rev_unary_s: a node holding
 // x, or for a constant leaf a constant leaf and the zero backpropagator const_real_view()).
 Split1 rev_unary_split();
+// The native2 form of a binary arithmetic primitive's forward rule at the first level (two
+// bundles of reals), which the native tier inlines for +, - and *.
+using Native2 = Value (*)(Closure*, Value, Value);
+Native2 fwd_binary_form();
 Value const_real_view();
 // x̄ = ȳ f'(x), boxed, from the node of a unary primitive f (its backpropagator's work, metered
 // as back_node meters it), or 0 for the node of another primitive. Allocates nothing.

@@ -68,6 +68,7 @@ const int32_t lambda_split2 = (int32_t)offsetof(Lambda, native_split2), lambda_p
 const int32_t binding_cache_in = (int32_t)offsetof(Binding, cache_in), binding_cache_out = (int32_t)offsetof(Binding, cache_out);
 const int32_t lambda_direct = (int32_t)offsetof(Lambda, direct), lambda_split1 = (int32_t)offsetof(Lambda, native_split1);
 const int32_t lambda_native2 = (int32_t)offsetof(Lambda, native2);
+const int32_t bundle_primal = (int32_t)offsetof(Bundle, primal), bundle_tangent = (int32_t)offsetof(Bundle, tangent);
 const int32_t code_native = (int32_t)offsetof(Code, native), code_nslots = (int32_t)offsetof(Code, nslots),
               code_arg_x = (int32_t)offsetof(Code, arg_x), code_arg_x2 = (int32_t)offsetof(Code, arg_x2);
 const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offsetof(Exec, env),
@@ -1392,6 +1393,7 @@ struct Emitter {
   // to `slow` when it declines.
   void emit_native2(const Instr* ip, Label none, Label slow, Label done) {
     Label thrown = a.newLabel();
+    if (Prim* p = known_fwd_binary(ip->a)) emit_fwd_binary(ip, p, done);
     a.mov(xr::rdi, xr::qword_ptr(xr::rdx, lambda_native2));
     a.test(xr::rdi, xr::rdi);
     a.jz(none);
@@ -1411,7 +1413,6 @@ struct Emitter {
     a.jmp(ret);
   }
 
-  // A primitive known when compiling, with no inline form: called without op_app's dispatch.
   // rax = x ⊕ y when plus gives it at once, in plus's order of cases: two reals (their sum),
   // the placeholder zero on either side, a lazy zero or zero view on the left, a zero view on
   // the right, or a lazy zero on the right of a value that is not a view (the other value);
@@ -1488,6 +1489,74 @@ struct Emitter {
     a.bind(done);
   }
 
+  // x = the forward version of +, - or * (fwd_binary2: a native2 form) applied to two bundles
+  // of reals: (bundle y t) with y = x1 op x2 and t its tangent, metered as fwd_binary2 meters
+  // them. rax = the callee, rdx = its lambda; anything else falls through (rax, rdx kept).
+  void emit_fwd_binary(const Instr* ip, Prim* p, Label done) {
+    Label other = a.newLabel();
+    a.mov(xr::r8, (uint64_t)p);
+    a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::r8);
+    a.jne(other);
+    a.mov(xr::r8, (uint64_t)fwd_binary_form());
+    a.cmp(xr::qword_ptr(xr::rdx, lambda_native2), xr::r8);
+    a.jne(other);
+    // both bundles of two reals (checked before allocating, which may call the collector)
+    for (int r : {ip->b, ip->b2}) {
+      load(xr::rcx, r);
+      kind_guard_of(xr::rcx, xr::r8, Kind::Bundle, other);
+      a.mov(xr::r8, kOffset);
+      a.cmp(xr::qword_ptr(xr::rcx, bundle_primal), xr::r8);
+      a.jb(other);
+      a.cmp(xr::qword_ptr(xr::rcx, bundle_tangent), xr::r8);
+      a.jb(other);
+    }
+    emit_alloc(sizeof(Bundle));
+    write_header(Kind::Bundle, 0);
+    a.mov(xr::r9, xr::rax);
+    a.mov(xr::r8, kOffset);
+    auto part = [&](int r, int32_t field, const xr::Xmm& x) {
+      load(xr::rcx, r);
+      a.mov(xr::rcx, xr::qword_ptr(xr::rcx, field));
+      a.sub(xr::rcx, xr::r8);
+      a.movq(x, xr::rcx);
+    };
+    part(ip->b, bundle_primal, xr::xmm0);   // x1
+    part(ip->b2, bundle_primal, xr::xmm1);  // x2
+    part(ip->b, bundle_tangent, xr::xmm2);  // dx1
+    part(ip->b2, bundle_tangent, xr::xmm3); // dx2
+    Inline form = arith_form(p);
+    a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
+    if (form == Inline::Mul) {  // t = x2 dx1 + x1 dx2
+      a.mulsd(xr::xmm2, xr::xmm1);
+      a.mulsd(xr::xmm3, xr::xmm0);
+      a.addsd(xr::xmm2, xr::xmm3);
+      a.add(xr::qword_ptr(kMeter, p->id * 8), 2);
+      a.add(xr::qword_ptr(kMeter, current->prim("+")->id * 8), 1);
+    } else {  // t = dx1 ± dx2
+      arith(form, xr::xmm2, xr::xmm3);
+      a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
+    }
+    arith(form, xr::xmm0, xr::xmm1);  // y
+    box(xr::xmm0);
+    a.mov(xr::qword_ptr(xr::r9, bundle_primal), xr::rax);
+    box(xr::xmm2);
+    a.mov(xr::qword_ptr(xr::r9, bundle_tangent), xr::rax);
+    store(ip->x, xr::r9);
+    count(offsetof(WorkCounters, applications));
+    a.jmp(done);
+    a.bind(other);
+  }
+
+  // The +, - or * whose forward version slot r holds (known_rev_lambda's way: a constant, or a
+  // transformed global whose cached value is current), with its native2 form fwd_binary2.
+  Prim* known_fwd_binary(int r) {
+    Lambda* lam = known_rev_lambda(r);
+    if (!lam || lam->native2 != fwd_binary_form() || lam->native_prim->cls != PrimClass::Arith) return nullptr;
+    Inline f = arith_form(lam->native_prim);
+    return f == Inline::Add || f == Inline::Sub || f == Inline::Mul ? lam->native_prim : nullptr;
+  }
+
+  // A primitive known when compiling, with no inline form: called without op_app's dispatch.
   void emit_prim_call(const Instr* ip, Prim* p) {
     guarded(ip, [&](Label slow) {
       load(xr::rax, ip->a);
