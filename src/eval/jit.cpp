@@ -848,9 +848,6 @@ struct Emitter {
     a.bind(done);
   }
 
-  // rax = a new scanned object of `bytes` (a free_list_index), counted as gc_alloc counts: taken
-  // from this thread's free list as gc_alloc takes it, else from gc_alloc. Clobbers rcx, rdx and,
-  // on the slow path, every caller-saved register.
   bool alloc_ok = false;
   int32_t free_lists_offset = 0;
   // rax = an object of `bytes` popped from this thread's free list as emit_alloc does, or, when
@@ -869,6 +866,9 @@ struct Emitter {
     count(offsetof(WorkCounters, bytes), (int64_t)bytes);
   }
 
+  // rax = a new scanned object of `bytes` (a free_list_index), counted as gc_alloc counts: taken
+  // from this thread's free list as gc_alloc takes it, else from gc_alloc. Clobbers rcx, rdx and,
+  // on the slow path, every caller-saved register.
   void emit_alloc(size_t bytes) {
     int32_t head = free_list_index(bytes) * 8;
     Label slow = a.newLabel(), have = a.newLabel();
@@ -1228,7 +1228,7 @@ struct Emitter {
 
   void emit_direct_call(const Instr* ip) {
     guarded(ip, [&](Label slow) {
-      Label go = a.newLabel(), not_value = a.newLabel(), other = a.newLabel(), thrown = a.newLabel(),
+      Label go = a.newLabel(), other = a.newLabel(), thrown = a.newLabel(),
             done = a.newLabel(), tail_go = a.newLabel();
       load(xr::rax, ip->a);
       kind_guard(Kind::Closure, slow);
@@ -1326,12 +1326,44 @@ struct Emitter {
       a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
       a.jne(other);  // (with eax, the exit, kept)
       if (!ip->split) {
+        Label pair_exit = a.newLabel();
         a.cmp(xr::eax, (int32_t)Exit::Value);
-        a.jne(other);
+        a.jne(pair_exit);
         a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_r1));
         leave_frame();
         store(ip->x, xr::rax);
         a.jmp(done);
+        // a pair (its last binding a cons, delivered as two halves) for a caller that keeps it
+        // whole: the pair made here, as vlad_jit_return makes it, when its cdr is not a view
+        // (which it would materialise) and the free list has one; eax (the exit) kept otherwise
+        a.bind(pair_exit);
+        if (alloc_ok) {
+          Label pair_other = a.newLabel(), plain = a.newLabel();
+          a.cmp(xr::eax, (int32_t)Exit::Pair);
+          a.jne(other);
+          a.mov(xr::r9, xr::qword_ptr(xr::rsp, exec_r2));
+          a.mov(xr::r8, xr::r9);
+          a.shr(xr::r8, 48);
+          a.cmp(xr::r8, 1);
+          a.je(other);  // an immediate view
+          a.ja(plain);  // a real
+          a.cmp(xr::r9, 0xff);
+          a.jbe(plain);
+          a.test(xr::r9b, 15);
+          a.jnz(other);  // a view of an object
+          a.bind(plain);
+          emit_alloc_from_list(sizeof(Pair), pair_other);
+          write_header(Kind::Pair, 0);
+          a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_r1));
+          a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rcx);
+          a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::r9);
+          leave_frame();
+          store(ip->x, xr::rax);
+          a.jmp(done);
+          a.bind(pair_other);
+          a.mov(xr::eax, (int32_t)Exit::Pair);
+        }
+        a.jmp(other);
       } else {
         a.cmp(xr::eax, (int32_t)Exit::Pair);
         a.jne(other);
@@ -1384,7 +1416,6 @@ struct Emitter {
       a.mov(xr::eax, kThrown);
       a.jmp(ret);
       a.bind(done);
-      (void)not_value;
     });
   }
 
