@@ -626,32 +626,17 @@ struct Emitter {
   // interpreter.
   void emit_back_proj(const Instr* ip) {
     guarded(ip, [&](Label slow) {
-      // the backpropagator of a unary primitive's node (its view kViewBpNode) on a real ȳ:
-      // (() . ȳ f'(x)) (unary_node_bar)
-      Label not_node = a.newLabel(), node_done = a.newLabel();
+      // the backpropagator of a primitive's node (its view kViewBpNode) or of a comparison of
+      // two constant reals (kConstPairView) on a real ȳ: back_node_code
+      Label node_path = a.newLabel(), node_done = a.newLabel();
       load(xr::rax, ip->a);
+      a.mov(xr::rdx, const_pair_view().bits);
+      a.cmp(xr::rax, xr::rdx);
+      a.je(node_path);
       a.mov(xr::rdx, xr::rax);
       a.and_(xr::rdx, 15);
       a.cmp(xr::rdx, (int32_t)kViewBpNode);
-      a.jne(not_node);
-      a.mov(xr::rdx, xr::rax);
-      a.shr(xr::rdx, 48);
-      a.jnz(slow);
-      a.cmp(xr::rax, 0xff);
-      a.jbe(slow);
-      load(xr::rcx, ip->b);
-      unbox(xr::rcx, xr::xmm0, slow);
-      a.and_(xr::rax, -16);
-      a.mov(xr::rdi, xr::rax);
-      call((const void*)&unary_node_bar);
-      a.test(xr::rax, xr::rax);
-      a.jz(slow);
-      store(ip->x2, xr::rax);
-      a.mov(xr::eax, (int32_t)Value::kNil);
-      store(ip->x, xr::rax);
-      count(offsetof(WorkCounters, applications));
-      a.jmp(node_done);
-      a.bind(not_node);
+      a.je(node_path);
       // r9 = the zero of the other part, r10 = 1 on the cdr side; jumps to `fail` outside the case
       auto other_zero = [&](Label fail) {
         Label is_car = a.newLabel(), got = a.newLabel(), real_part = a.newLabel(), done = a.newLabel();
@@ -706,15 +691,22 @@ struct Emitter {
       a.mov(xr::edx, (int32_t)Value::kNil);
       store(ip->x, xr::rdx);
       store(ip->x2, xr::r11);
+      a.jmp(node_done);
+      a.bind(node_path);
+      back_node_code(ip, slow);
       a.bind(node_done);
     });
   }
 
   // (f̄ car-x̄ cdr-x̄) = the backpropagator of a +, - or * node called on a real ȳ (back_node's
-  // work, with its counts); anything else: the interpreter.
+  // work, with its counts), or for a call that keeps x̄ whole (split, not split3), (f̄ . x̄) with
+  // x̄ a new pair; anything else: the interpreter.
   void emit_back_node(const Instr* ip) {
-    Label add = a.newLabel(), sub = a.newLabel(), mul = a.newLabel(), out = a.newLabel();
-    guarded(ip, [&](Label slow) {
+    guarded(ip, [&](Label slow) { back_node_code(ip, slow); });
+  }
+  void back_node_code(const Instr* ip, Label slow) {
+    Label add = a.newLabel(), sub = a.newLabel(), mul = a.newLabel(), out = a.newLabel(), done_label = a.newLabel();
+    {
       // the zero backpropagator of a comparison of two constant reals (kConstPairView: a loop's
       // counter, say), on a real: (() 0 0), as back_view gives it
       Label node = a.newLabel();
@@ -754,7 +746,19 @@ struct Emitter {
       a.je(sub);
       a.cmp(xr::edx, current->prim("*")->id + 1);
       a.je(mul);
-      a.jmp(slow);
+      if (ip->split3) {
+        a.jmp(slow);
+      } else {  // a unary primitive's node: (() . ȳ f'(x)) (unary_node_bar); else the interpreter
+        a.mov(xr::rdi, xr::rax);
+        call((const void*)&unary_node_bar);
+        a.test(xr::rax, xr::rax);
+        a.jz(slow);
+        store(ip->x2, xr::rax);
+        a.mov(xr::eax, (int32_t)Value::kNil);
+        store(ip->x, xr::rax);
+        count(offsetof(WorkCounters, applications));
+        a.jmp(done_label);
+      }
       a.bind(add);  // (ȳ, ȳ)
       a.mov(xr::rax, xr::rcx);
       a.jmp(out);
@@ -782,11 +786,28 @@ struct Emitter {
       box();  // cdr x̄ = x1 ȳ
       a.bind(out);  // rcx: car x̄, rax: cdr x̄
       count(offsetof(WorkCounters, applications));
-      a.mov(xr::edx, (int32_t)Value::kNil);
-      store(ip->x, xr::rdx);
-      store(ip->x2, xr::rcx);
-      store(ip->x3, xr::rax);
-    });
+      if (!ip->split3) {  // x̄ whole: the pair (car x̄ . cdr x̄), as back_view makes it
+        a.sub(xr::rsp, 16);
+        a.mov(xr::qword_ptr(xr::rsp), xr::rcx);
+        a.mov(xr::qword_ptr(xr::rsp, 8), xr::rax);
+        emit_alloc(sizeof(Pair), 16);
+        write_header(Kind::Pair, 0);
+        a.mov(xr::rcx, xr::qword_ptr(xr::rsp));
+        a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rcx);
+        a.mov(xr::rcx, xr::qword_ptr(xr::rsp, 8));
+        a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rcx);
+        a.add(xr::rsp, 16);
+        a.mov(xr::edx, (int32_t)Value::kNil);
+        store(ip->x, xr::rdx);
+        store(ip->x2, xr::rax);
+      } else {
+        a.mov(xr::edx, (int32_t)Value::kNil);
+        store(ip->x, xr::rdx);
+        store(ip->x2, xr::rcx);
+        store(ip->x3, xr::rax);
+      }
+    }
+    a.bind(done_label);
   }
 
   // rax, rcx = the two arguments of a binary primitive: the instruction's two operands, or the
@@ -869,7 +890,8 @@ struct Emitter {
   // rax = a new scanned object of `bytes` (a free_list_index), counted as gc_alloc counts: taken
   // from this thread's free list as gc_alloc takes it, else from gc_alloc. Clobbers rcx, rdx and,
   // on the slow path, every caller-saved register.
-  void emit_alloc(size_t bytes) {
+  // (`pushed`: bytes the caller has pushed on the machine stack, dropped before leaving on an error.)
+  void emit_alloc(size_t bytes, int32_t pushed = 0) {
     int32_t head = free_list_index(bytes) * 8;
     Label slow = a.newLabel(), have = a.newLabel();
     a.mov(xr::rcx, xr::qword_ptr(kWork, free_lists_offset));
@@ -888,6 +910,7 @@ struct Emitter {
     call((const void*)&vlad_jit_alloc);
     a.test(xr::rax, xr::rax);
     a.jnz(have);
+    if (pushed) a.add(xr::rsp, pushed);
     a.mov(xr::eax, kThrown);
     a.jmp(ret);
     a.bind(have);
