@@ -1468,9 +1468,9 @@ struct Emitter {
   }
 
   // rax = x ⊕ y when plus gives it at once, in plus's order of cases: two reals (their sum),
-  // the placeholder zero on either side, a lazy zero or zero view on the left, a zero view on
-  // the right, or a lazy zero on the right of a value that is not a view (the other value);
-  // anything else jumps to `fail`. Keeps x, y, r9–r11; clobbers rdx, r8, xmm0, xmm1.
+  // the placeholder zero on either side, a lazy zero or zero view on the left, two of (), #t
+  // and #f (the one that is not ()), a zero view on the right, or a lazy zero on the right of a
+  // value that is not a view (the other value); anything else jumps to `fail`. Keeps x, y, r9–r11; clobbers rdx, r8, xmm0, xmm1.
   void emit_plus_now(const xr::Gp& x, const xr::Gp& y, Label fail) {
     Label not_reals = a.newLabel(), give_x = a.newLabel(), give_y = a.newLabel(), done = a.newLabel();
     a.mov(xr::r8, kOffset);
@@ -1510,6 +1510,23 @@ struct Emitter {
     a.cmp(xr::dword_ptr(x, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Zero);
     a.je(give_y);
     a.bind(x_not_zero);
+    // (), #t or #f on both sides (values without a real: plus_rest's inert case): the one that
+    // is not () (either, when both are)
+    Label not_atoms = a.newLabel(), x_atom = a.newLabel(), y_atom = a.newLabel();
+    for (const xr::Gp* r : {&x, &y}) {
+      Label& to = r == &x ? x_atom : y_atom;
+      a.cmp(*r, (int32_t)Value::kNil);
+      a.je(to);
+      a.cmp(*r, (int32_t)Value::kFalse);
+      a.je(to);
+      a.cmp(*r, (int32_t)Value::kTrue);
+      a.jne(not_atoms);
+      a.bind(to);
+    }
+    a.cmp(x, (int32_t)Value::kNil);
+    a.je(give_y);
+    a.jmp(give_x);
+    a.bind(not_atoms);
     // y a zero view, or a lazy zero with x no view: x
     a.cmp(y, 0xff);
     a.jbe(fail);
@@ -1926,11 +1943,30 @@ struct Emitter {
       case Op::If: emit_if(ip); break;
       case Op::Cons: emit_cons(ip); break;
       case Op::Lambda: emit_lambda(ip); break;
-      case Op::BackCall:
+      case Op::BackCall: {
+        Label zero = a.newLabel(), nonzero = a.newLabel(), end = a.newLabel();
+        if (ip->split) {  // ȳ an immediate zero (back_call's zero_sensitivity): all zero
+          load(xr::rax, ip->b);
+          for (uint64_t z : {Value::kZeroSens, Value::kNil, Value::kFalse, Value::kTrue}) {
+            a.cmp(xr::rax, (int32_t)z);
+            a.je(zero);
+          }
+          a.jmp(nonzero);
+          a.bind(zero);
+          a.mov(xr::eax, (int32_t)Value::kZeroSens);
+          store(ip->x, xr::rax);
+          store(ip->x2, xr::rax);
+          if (ip->split3) store(ip->x3, xr::rax);
+          count(offsetof(WorkCounters, applications));
+          a.jmp(end);
+          a.bind(nonzero);
+        }
         if (ip->split3) emit_back_node(ip);
         else if (ip->split && alloc_ok) emit_back_proj(ip);
         else step(ip);
+        a.bind(end);
         break;
+      }
       default: step(ip); break;
     }
     scope.push_back(ip);
