@@ -178,6 +178,15 @@ extern "C" int vlad_jit_split1(bool (*fn)(Closure*, Value, Value*), Closure* cl,
   }
 }
 
+// The shared stub of plus (Emitter::emit_plus_body): r10 ⊕ r11 in rax, or 0 (the primitive's
+// call then). Made once, when a body first needs it (under jit_mutex); no calls, no frame.
+// Null if it could not be made.
+const void* plus_stub(int32_t free_lists_offset);
+
+// The shared stubs of car and cdr of a view (Emitter::j_part_of_view): rcx = the value (a view)
+// gives r9 = the part, or 0 when it is not (*j P) of a pair P. Null if they could not be made.
+const void* j_part_stub(bool cdr);
+
 struct Emitter {
   xr::Assembler& a;
   Label ret;                                // returns eax
@@ -1467,6 +1476,57 @@ struct Emitter {
     a.jmp(ret);
   }
 
+  // rax = r10 ⊕ r11 (plus of sensitivities) when plus gives it at once (emit_plus_now: no
+  // operation is counted, as in `plus`), or for two pairs whose parts it gives at once (the
+  // cdrs may be two such pairs again), a new pair of their sums taken from the free list
+  // (plus_pairs's pair); anything else, and an empty free list: `fail`. Allocation must be on.
+  // Emitted once, as a stub every body calls (plus_stub): inline, it made code too large.
+  void emit_plus_body(Label fail) {
+    Label pairs = a.newLabel(), out = a.newLabel();
+    emit_plus_now(xr::r10, xr::r11, pairs);
+    a.jmp(out);
+    a.bind(pairs);
+    kind_guard_of(xr::r10, xr::rdx, Kind::Pair, fail);
+    kind_guard_of(xr::r11, xr::rdx, Kind::Pair, fail);
+    a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_car));
+    a.mov(xr::rdi, xr::qword_ptr(xr::r11, pair_car));
+    emit_plus_now(xr::rsi, xr::rdi, fail);
+    a.mov(xr::r9, xr::rax);
+    Label cdr_pairs = a.newLabel(), cdr_done = a.newLabel();
+    a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_cdr));
+    a.mov(xr::rdi, xr::qword_ptr(xr::r11, pair_cdr));
+    emit_plus_now(xr::rsi, xr::rdi, cdr_pairs);
+    a.mov(xr::rsi, xr::rax);
+    a.jmp(cdr_done);
+    // the cdrs two pairs whose parts it gives at once (a list's sensitivity, one more element):
+    // that pair first
+    a.bind(cdr_pairs);
+    kind_guard_of(xr::rsi, xr::rdx, Kind::Pair, fail);
+    kind_guard_of(xr::rdi, xr::rdx, Kind::Pair, fail);
+    a.mov(xr::r10, xr::rsi);
+    a.mov(xr::r11, xr::rdi);
+    a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_car));
+    a.mov(xr::rdi, xr::qword_ptr(xr::r11, pair_car));
+    emit_plus_now(xr::rsi, xr::rdi, fail);
+    a.mov(xr::rcx, xr::rax);
+    a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_cdr));
+    a.mov(xr::rdi, xr::qword_ptr(xr::r11, pair_cdr));
+    emit_plus_now(xr::rsi, xr::rdi, fail);
+    a.mov(xr::rsi, xr::rax);
+    a.mov(xr::rdi, xr::rcx);
+    emit_alloc_from_list(sizeof(Pair), fail);
+    write_header(Kind::Pair, 0);
+    a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rdi);
+    a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rsi);
+    a.mov(xr::rsi, xr::rax);
+    a.bind(cdr_done);  // rsi: the cdr's sum, r9: the car's
+    emit_alloc_from_list(sizeof(Pair), fail);
+    write_header(Kind::Pair, 0);
+    a.mov(xr::qword_ptr(xr::rax, pair_car), xr::r9);
+    a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rsi);
+    a.bind(out);
+  }
+
   // rax = x ⊕ y when plus gives it at once, in plus's order of cases: two reals (their sum),
   // the placeholder zero on either side, a lazy zero or zero view on the left, two of (), #t
   // and #f (the one that is not ()), a zero view on the right, or a lazy zero on the right of a
@@ -1710,63 +1770,20 @@ struct Emitter {
         a.mov(xr::rdi, (uint64_t)p);
         call((const void*)p->fn1);  // a real: it cannot fail
         return;
-      case Inline::Plus: {
-        // sums of sensitivities, when plus gives them at once (emit_plus_now: no operation is
-        // counted, as in `plus`), or for two pairs whose parts it gives at once (the cdrs may be
-        // two such pairs again), a new pair of their sums taken from the free list (plus_pairs's
-        // pair); anything else, and an empty free list: the primitive's call
-        Label pairs = a.newLabel(), out = a.newLabel();
+      case Inline::Plus:
+        // sums of sensitivities, when plus gives them at once: the shared stub (emit_plus_body);
+        // anything else, and an empty free list: the primitive's call
         load_pair_args(ip, slow);
         a.mov(xr::r10, xr::rax);
         a.mov(xr::r11, xr::rcx);
-        emit_plus_now(xr::r10, xr::r11, pairs);
-        a.jmp(out);
-        a.bind(pairs);
-        if (!alloc_ok) {
-          a.jmp(slow);
-        } else {
-          kind_guard_of(xr::r10, xr::rdx, Kind::Pair, slow);
-          kind_guard_of(xr::r11, xr::rdx, Kind::Pair, slow);
-          a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_car));
-          a.mov(xr::rdi, xr::qword_ptr(xr::r11, pair_car));
-          emit_plus_now(xr::rsi, xr::rdi, slow);
-          a.mov(xr::r9, xr::rax);
-          Label cdr_pairs = a.newLabel(), cdr_done = a.newLabel();
-          a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_cdr));
-          a.mov(xr::rdi, xr::qword_ptr(xr::r11, pair_cdr));
-          emit_plus_now(xr::rsi, xr::rdi, cdr_pairs);
-          a.mov(xr::rsi, xr::rax);
-          a.jmp(cdr_done);
-          // the cdrs two pairs whose parts it gives at once (a list's sensitivity, one more
-          // element): that pair first
-          a.bind(cdr_pairs);
-          kind_guard_of(xr::rsi, xr::rdx, Kind::Pair, slow);
-          kind_guard_of(xr::rdi, xr::rdx, Kind::Pair, slow);
-          a.mov(xr::r10, xr::rsi);
-          a.mov(xr::r11, xr::rdi);
-          a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_car));
-          a.mov(xr::rdi, xr::qword_ptr(xr::r11, pair_car));
-          emit_plus_now(xr::rsi, xr::rdi, slow);
-          a.mov(xr::rcx, xr::rax);
-          a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_cdr));
-          a.mov(xr::rdi, xr::qword_ptr(xr::r11, pair_cdr));
-          emit_plus_now(xr::rsi, xr::rdi, slow);
-          a.mov(xr::rsi, xr::rax);
-          a.mov(xr::rdi, xr::rcx);
-          emit_alloc_from_list(sizeof(Pair), slow);
-          write_header(Kind::Pair, 0);
-          a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rdi);
-          a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rsi);
-          a.mov(xr::rsi, xr::rax);
-          a.bind(cdr_done);  // rsi: the cdr's sum, r9: the car's
-          emit_alloc_from_list(sizeof(Pair), slow);
-          write_header(Kind::Pair, 0);
-          a.mov(xr::qword_ptr(xr::rax, pair_car), xr::r9);
-          a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rsi);
+        if (!alloc_ok || !plus_stub(free_lists_offset)) {
+          emit_plus_now(xr::r10, xr::r11, slow);
+          return;
         }
-        a.bind(out);
+        call(plus_stub(free_lists_offset));
+        a.test(xr::rax, xr::rax);
+        a.jz(slow);
         return;
-      }
       case Inline::Call2:
         load_pair_args(ip, slow);
         a.mov(xr::r8, kOffset);
@@ -1826,12 +1843,19 @@ struct Emitter {
       load_part(car_side, slow);
       store(ip->x, xr::rax);
       a.jmp(done);
-      // a part of (*j P), lazily (op_car_cdr's second case)
+      // a part of (*j P), lazily (op_car_cdr's second case): the shared stub
       a.bind(view);
       a.mov(xr::rcx, xr::rax);
-      a.shr(xr::rax, 48);
-      a.jnz(slow);
-      j_part_of_view(!car_side, slow);
+      const void* stub = j_part_stub(!car_side);
+      if (stub) {
+        call(stub);
+        a.test(xr::r9, xr::r9);
+        a.jz(slow);
+      } else {
+        a.shr(xr::rax, 48);
+        a.jnz(slow);
+        j_part_of_view(!car_side, slow);
+      }
       store(ip->x, xr::r9);
       a.bind(done);
     });
@@ -2050,6 +2074,51 @@ JitRuntime* runtime() {
 }
 
 std::mutex jit_mutex;
+
+const void* j_part_stub(bool cdr) {
+  static const void* stubs[2] = {nullptr, nullptr};
+  if (stubs[cdr]) return stubs[cdr];
+  CodeHolder code;
+  code.init(runtime()->environment());
+  xr::Assembler a(&code);
+  Emitter em(a);
+  em.ret = a.newLabel();
+  Label fail = a.newLabel();
+  a.mov(xr::r8, xr::rcx);
+  a.shr(xr::r8, 48);
+  a.jnz(fail);
+  em.j_part_of_view(cdr, fail);
+  a.ret();
+  a.bind(fail);
+  a.xor_(xr::r9d, xr::r9d);
+  a.ret();
+  void* fn = nullptr;
+  if (runtime()->add(&fn, &code) != kErrorOk) return nullptr;
+  stubs[cdr] = fn;
+  return fn;
+}
+
+const void* plus_stub(int32_t free_lists_offset) {
+  static const void* stub = nullptr;
+  if (stub) return stub;
+  CodeHolder code;
+  code.init(runtime()->environment());
+  xr::Assembler a(&code);
+  Emitter em(a);
+  em.ret = a.newLabel();
+  em.alloc_ok = true;
+  em.free_lists_offset = free_lists_offset;
+  Label fail = a.newLabel();
+  em.emit_plus_body(fail);
+  a.ret();
+  a.bind(fail);
+  a.xor_(xr::eax, xr::eax);
+  a.ret();
+  void* fn = nullptr;
+  if (runtime()->add(&fn, &code) != kErrorOk) return nullptr;  // (then the sums are done without it)
+  stub = fn;
+  return stub;
+}
 
 }  // namespace
 
