@@ -1956,6 +1956,30 @@ struct Emitter {
       case Op::App: emit_app(ip); break;
       case Op::Car:
       case Op::Cdr: emit_car_cdr(ip); break;
+      case Op::EnvRef:  // a closure sensitivity's environment slot (op_envref, env_ref), for a
+                        // closure holding it (not a view), or the placeholder zero itself
+        guarded(ip, [&](Label slow) {
+          Label have = a.newLabel();
+          load(xr::rax, ip->a);
+          a.cmp(xr::rax, (int32_t)Value::kZeroSens);
+          a.je(have);
+          kind_guard(Kind::Closure, slow);
+          a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, aux)), ip->index);
+          a.jbe(slow);
+          a.mov(xr::rax, xr::qword_ptr(xr::rax, closure_env + 8 * ip->index));
+          a.mov(xr::rdx, xr::rax);  // a view: env_ref gives the closure it stands for
+          a.shr(xr::rdx, 48);
+          a.cmp(xr::rdx, 1);
+          a.je(slow);
+          a.ja(have);
+          a.cmp(xr::rax, 0xff);
+          a.jbe(have);
+          a.test(xr::al, 15);
+          a.jnz(slow);
+          a.bind(have);
+          store(ip->x, xr::rax);
+        });
+        break;
       case Op::Sens:  // a sensitivity that is not the placeholder zero is itself (op_sens)
         guarded(ip, [&](Label slow) {
           load(xr::rax, ip->a);
