@@ -89,7 +89,7 @@ const int32_t closure_lambda = field_offset(closure_probe, closure_probe.lambda)
               closure_env = field_offset(closure_probe, closure_probe.env);
 constexpr uint64_t kCanonicalNaN = 0x7ff8000000000000ull;
 
-enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, Car, Cdr, Plus, RZero };
+enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, Car, Cdr, Plus, RZero, StarJ, StarJInv };
 
 // + - * / as one instruction each (Add ... Div), or None.
 Inline arith_form(Prim* p) {
@@ -125,6 +125,8 @@ Inline inline_form(Prim* p, bool pair_arg) {
   if (p->cls == PrimClass::Structural && p->name == intern("car")) return Inline::Car;
   if (p->cls == PrimClass::Structural && p->name == intern("cdr")) return Inline::Cdr;
   if (p == current->p_rzero) return Inline::RZero;
+  if (p == current->p_star_j) return Inline::StarJ;
+  if (p == current->p_star_j_inverse) return Inline::StarJInv;
   return Inline::None;
 }
 
@@ -1770,6 +1772,81 @@ struct Emitter {
         a.mov(xr::rdi, (uint64_t)p);
         call((const void*)p->fn1);  // a real: it cannot fail
         return;
+      case Inline::StarJ: {
+        // (*j v) as star_j makes it: (), #t, #f themselves; a pair P: the view (*j P), lazily;
+        // a real or a tagged value (a bundle, a reverse, a perturbation or a sensitivity):
+        // (reverse v), a new object; anything else: the primitive's call
+        Label tag = a.newLabel(), out = a.newLabel(), obj = a.newLabel();
+        load(xr::rax, ip->b);
+        a.mov(xr::r8, kOffset);
+        a.cmp(xr::rax, xr::r8);
+        a.jae(tag);
+        atom_to(xr::rax, out);
+        a.mov(xr::rdx, xr::rax);
+        a.shr(xr::rdx, 48);
+        a.jnz(slow);
+        a.cmp(xr::rax, 0xff);
+        a.jbe(slow);
+        a.test(xr::al, 15);
+        a.jnz(slow);  // a view
+        a.mov(xr::edx, xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)));
+        a.cmp(xr::edx, (int32_t)Kind::Pair);
+        a.jne(obj);
+        a.or_(xr::rax, (int32_t)kViewJ);
+        a.jmp(out);
+        a.bind(obj);
+        a.cmp(xr::edx, (int32_t)Kind::Bundle);
+        a.jb(slow);
+        a.cmp(xr::edx, (int32_t)Kind::Sensitivity);
+        a.ja(slow);
+        static_assert((int)Kind::Reverse > (int)Kind::Bundle && (int)Kind::Perturbation > (int)Kind::Reverse &&
+                          (int)Kind::Sensitivity > (int)Kind::Perturbation,
+                      "the tagged kinds are Bundle ... Sensitivity");
+        a.bind(tag);
+        a.sub(xr::rsp, 16);
+        a.mov(xr::qword_ptr(xr::rsp), xr::rax);
+        emit_alloc(sizeof(Tagged), 16);
+        write_header(Kind::Reverse, 0);
+        a.mov(xr::rcx, xr::qword_ptr(xr::rsp));
+        a.add(xr::rsp, 16);
+        a.mov(xr::qword_ptr(xr::rax, node_v), xr::rcx);
+        a.bind(out);
+        return;
+      }
+      case Inline::StarJInv: {
+        // (*j-inverse v) as star_j_inverse gives it at once: of (*j P) (a view), P, or the part
+        // of P it stands for; of (reverse x), x; (), #t, #f themselves; else the primitive's call
+        Label view = a.newLabel(), out = a.newLabel(), car_side = a.newLabel();
+        load(xr::rax, ip->b);
+        atom_to(xr::rax, out);
+        a.mov(xr::rdx, xr::rax);
+        a.shr(xr::rdx, 48);
+        a.jnz(slow);
+        a.cmp(xr::rax, 0xff);
+        a.jbe(slow);
+        a.test(xr::al, 15);
+        a.jnz(view);
+        a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
+        a.jne(slow);
+        a.mov(xr::rax, xr::qword_ptr(xr::rax, node_v));
+        a.jmp(out);
+        a.bind(view);
+        a.mov(xr::rdx, xr::rax);
+        a.and_(xr::rdx, 15);
+        a.and_(xr::rax, -16);
+        a.cmp(xr::rdx, (int32_t)kViewJ);
+        a.je(out);
+        a.cmp(xr::rdx, (int32_t)kViewJCar);
+        a.je(car_side);
+        a.cmp(xr::rdx, (int32_t)kViewJCdr);
+        a.jne(slow);
+        a.mov(xr::rax, xr::qword_ptr(xr::rax, pair_cdr));
+        a.jmp(out);
+        a.bind(car_side);
+        a.mov(xr::rax, xr::qword_ptr(xr::rax, pair_car));
+        a.bind(out);
+        return;
+      }
       case Inline::Plus:
         // sums of sensitivities, when plus gives them at once: the shared stub (emit_plus_body);
         // anything else, and an empty free list: the primitive's call
