@@ -69,6 +69,9 @@ const int32_t binding_cache_in = (int32_t)offsetof(Binding, cache_in), binding_c
 const int32_t lambda_direct = (int32_t)offsetof(Lambda, direct), lambda_split1 = (int32_t)offsetof(Lambda, native_split1);
 const int32_t lambda_native2 = (int32_t)offsetof(Lambda, native2);
 const int32_t bundle_primal = (int32_t)offsetof(Bundle, primal), bundle_tangent = (int32_t)offsetof(Bundle, tangent);
+const int32_t prim_arity = (int32_t)offsetof(Prim, arity), prim_cls = (int32_t)offsetof(Prim, cls),
+              prim_fn2 = (int32_t)offsetof(Prim, fn2);
+const int32_t exec_tail_pos = (int32_t)offsetof(Exec, tail_pos);
 const int32_t code_native = (int32_t)offsetof(Code, native), code_nslots = (int32_t)offsetof(Code, nslots),
               code_arg_x = (int32_t)offsetof(Code, arg_x), code_arg_x2 = (int32_t)offsetof(Code, arg_x2);
 const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offsetof(Exec, env),
@@ -89,7 +92,7 @@ const int32_t closure_lambda = field_offset(closure_probe, closure_probe.lambda)
               closure_env = field_offset(closure_probe, closure_probe.env);
 constexpr uint64_t kCanonicalNaN = 0x7ff8000000000000ull;
 
-enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, Car, Cdr, Plus, RZero, StarJ, StarJInv };
+enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, RealP, Car, Cdr, Plus, RZero, StarJ, StarJInv };
 
 // + - * / as one instruction each (Add ... Div), or None.
 Inline arith_form(Prim* p) {
@@ -122,6 +125,7 @@ Inline inline_form(Prim* p, bool pair_arg) {
   if (p->cls == PrimClass::Arith || p->cls == PrimClass::Compare) return Inline::Call1;
   if (p->name == intern("null?")) return Inline::NullP;
   if (p->name == intern("pair?")) return Inline::PairP;
+  if (p->name == intern("real?")) return Inline::RealP;
   if (p->cls == PrimClass::Structural && p->name == intern("car")) return Inline::Car;
   if (p->cls == PrimClass::Structural && p->name == intern("cdr")) return Inline::Cdr;
   if (p == current->p_rzero) return Inline::RZero;
@@ -855,6 +859,8 @@ struct Emitter {
       if (self_loop && ip->tail && !ip->split && !ip->raw_call && chain_ok && !p) emit_self_tail(ip);
       else if (!ip->tail && !ip->raw_call && !ip->chain_call && !p && depth_offset_ok) emit_direct_call(ip);
       else if (!ip->tail && !ip->raw_call && !ip->chain_call && p) emit_prim_call(ip, p);
+      else if (ip->tail && !ip->split && !ip->raw_call && !ip->chain_call && !p && (alloc_ok || ip->op2 != AppPair))
+        emit_tail_call(ip);
       else step(ip);
       return;
     }
@@ -1265,6 +1271,43 @@ struct Emitter {
       Label go = a.newLabel(), other = a.newLabel(), thrown = a.newLabel(),
             done = a.newLabel(), tail_go = a.newLabel();
       load(xr::rax, ip->a);
+      if (!ip->split && ip->op2 == AppPair) {
+        // a primitive of real arithmetic or comparison on two reals (the callee a variable:
+        // (map2 + u v), say): its own function, which cannot fail on reals (op_app's fn2 case)
+        Label not_prim = a.newLabel(), arith = a.newLabel();
+        a.mov(xr::rdx, xr::rax);
+        a.shr(xr::rdx, 48);
+        a.jnz(not_prim);
+        a.cmp(xr::rax, 0xff);
+        a.jbe(not_prim);
+        a.test(xr::al, 15);
+        a.jnz(not_prim);
+        a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Prim);
+        a.jne(not_prim);
+        a.cmp(xr::dword_ptr(xr::rax, prim_arity), 2);
+        a.jne(slow);
+        a.cmp(xr::qword_ptr(xr::rax, prim_fn2), 0);
+        a.je(slow);
+        a.movzx(xr::edx, xr::byte_ptr(xr::rax, prim_cls));
+        a.cmp(xr::edx, (int32_t)PrimClass::Arith);
+        a.je(arith);
+        a.cmp(xr::edx, (int32_t)PrimClass::Compare);
+        a.jne(slow);
+        a.bind(arith);
+        load(xr::rsi, ip->b);
+        load(xr::rdx, ip->b2);
+        a.mov(xr::r8, kOffset);
+        a.cmp(xr::rsi, xr::r8);
+        a.jb(slow);
+        a.cmp(xr::rdx, xr::r8);
+        a.jb(slow);
+        a.mov(xr::rdi, xr::rax);
+        a.call(xr::qword_ptr(xr::rdi, prim_fn2));
+        store(ip->x, xr::rax);
+        count(offsetof(WorkCounters, applications));
+        a.jmp(done);
+        a.bind(not_prim);
+      }
       kind_guard(Kind::Closure, slow);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
       if (!ip->split && ip->op2 == AppPair) {  // a callee with a native form of two arguments (op_app's case)
@@ -1622,6 +1665,43 @@ struct Emitter {
     a.bind(done);
   }
 
+  // A tail call of a closure (not one op_app computes at once: a native form of two arguments):
+  // the body ends with Exit::Tail, the callee and its argument (a new pair for two) in the
+  // Exec, as op_app leaves them; whoever ran the body makes the call.
+  void emit_tail_call(const Instr* ip) {
+    guarded(ip, [&](Label slow) {
+      load(xr::rax, ip->a);
+      kind_guard(Kind::Closure, slow);
+      if (ip->op2 == AppPair) {
+        a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+        a.cmp(xr::qword_ptr(xr::rdx, lambda_native2), 0);
+        a.jne(slow);
+      }
+      a.mov(xr::qword_ptr(kEx, exec_f), xr::rax);
+      if (ip->op2 == AppPair) {
+        emit_alloc(sizeof(Pair));
+        write_header(Kind::Pair, 0);
+        load(xr::rcx, ip->b);
+        a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rcx);
+        load(xr::rcx, ip->b2);
+        a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rcx);
+      } else {
+        load(xr::rax, ip->b);
+      }
+      a.mov(xr::qword_ptr(kEx, exec_arg), xr::rax);
+      uint64_t pos[2];
+      static_assert(sizeof(Pos) == sizeof pos, "a position is two words");
+      memcpy(pos, &ip->src->pos, sizeof pos);
+      a.mov(xr::rax, pos[0]);
+      a.mov(xr::qword_ptr(kEx, exec_tail_pos), xr::rax);
+      a.mov(xr::rax, pos[1]);
+      a.mov(xr::qword_ptr(kEx, exec_tail_pos + 8), xr::rax);
+      count(offsetof(WorkCounters, applications));
+      a.mov(xr::eax, (int32_t)Exit::Tail);
+      a.jmp(ret);
+    });
+  }
+
   // x = the forward version of +, - or * (fwd_binary2: a native2 form) applied to two bundles
   // of reals: (bundle y t) with y = x1 op x2 and t its tangent, metered as fwd_binary2 meters
   // them. rax = the callee, rdx = its lambda; anything else falls through (rax, rdx kept).
@@ -1772,6 +1852,24 @@ struct Emitter {
         a.mov(xr::rdi, (uint64_t)p);
         call((const void*)p->fn1);  // a real: it cannot fail
         return;
+      case Inline::RealP: {
+        // (real? v) of a real: #t; of (), #t, #f or a pair: #f; a tagged value: the primitive's
+        // call (it looks under the tags)
+        Label yes = a.newLabel(), no = a.newLabel(), out = a.newLabel();
+        load(xr::rax, ip->b);
+        a.mov(xr::r8, kOffset);
+        a.cmp(xr::rax, xr::r8);
+        a.jae(yes);
+        atom_to(xr::rax, no);
+        kind_guard(Kind::Pair, slow);
+        a.bind(no);
+        a.mov(xr::eax, (int32_t)Value::kFalse);
+        a.jmp(out);
+        a.bind(yes);
+        a.mov(xr::eax, (int32_t)Value::kTrue);
+        a.bind(out);
+        return;
+      }
       case Inline::StarJ: {
         // (*j v) as star_j makes it: (), #t, #f themselves; a pair P: the view (*j P), lazily;
         // a real or a tagged value (a bundle, a reverse, a perturbation or a sensitivity):
