@@ -201,6 +201,15 @@ run "$V" --jit=on --jit-threshold 1 jit-err.vlad
 if [ $RC -eq 1 ] && [ "$ERR" = "$off_err" ] && printf '%s' "$ERR" | grep -q 'jit-err.vlad:1:27: error: car: expected a pair'; then
   ok "an error in native code: the same message, location and trace"
 else notok "an error in native code: the same message, location and trace" "off '$(one_line "$off_err")', on '$(one_line "$ERR")'"; fi
+# an error in a primitive reached through a variable (native code calls real arithmetic on two
+# reals directly, and the primitive otherwise), after the body was compiled
+printf '(define (apply2 f a b) (f a b))\n(define (go n) (if (= n 0) (apply2 + 1 (list 2)) (begin (apply2 + 1 2) (go (- n 1)))))\n(go 40)\n' >jit-err2.vlad
+run "$V" --jit=off jit-err2.vlad
+off_err=$ERR
+run "$V" --jit=on jit-err2.vlad
+if [ $RC -eq 1 ] && [ "$ERR" = "$off_err" ] && printf '%s' "$ERR" | grep -q 'jit-err2.vlad:1:24: error: +: expected a real, got (2)'; then
+  ok "an error in a primitive called through a variable from native code: the same message and trace"
+else notok "an error in a primitive called through a variable from native code" "off '$(one_line "$off_err")', on '$(one_line "$ERR")'"; fi
 run "$V" --jit=maybe meter.vlad
 if [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q 'unknown option --jit=maybe'; then ok "--jit=maybe is refused"
 else notok "--jit=maybe is refused" "exit $RC, stderr '$(one_line "$ERR")'"; fi
