@@ -509,8 +509,9 @@ struct Emitter {
       store(0, xr::rax);
       a.jmp(top_labels[0]);
     }
-    a.bind(slow);
-    step(ip);
+    a.bind(slow);  // another callee: a tail call as any other
+    if (!ip->chain_call && !ip->split && !ip->raw_call && (alloc_ok || ip->op2 != AppPair)) emit_tail_call(ip);
+    else step(ip);
   }
 
   const void* rule_split2 = nullptr;
@@ -1794,13 +1795,24 @@ struct Emitter {
         return;
       case Inline::RZero: {
         // (%rzero v), the zero of (*j-inverse v) (tags.cpp: lazy_zero with one strip), for the
-        // values backpropagators mostly give it: (), #t, #f (their own), a view of *j of a pair
-        // P (the view of P's zero) or of a part of P that is a real (0) or (), #t, #f; anything
-        // else: the primitive
-        Label own = a.newLabel(), out = a.newLabel(), part = a.newLabel();
+        // values backpropagators mostly give it: (), #t, #f (their own), (reverse r) of a real
+        // (0), a view of *j of a pair P (the view of P's zero) or of a part of P that is a real
+        // (0) or (), #t, #f; anything else: the primitive
+        Label own = a.newLabel(), out = a.newLabel(), part = a.newLabel(), view = a.newLabel();
         load(xr::rax, ip->b);
         atom_to(xr::rax, out);
         object_view(slow);  // rax = P
+        a.test(xr::rdx, xr::rdx);
+        a.jnz(view);
+        // an object: (reverse r) of a real r (a node, a constant leaf) has the zero 0
+        a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
+        a.jne(slow);
+        a.mov(xr::r8, kOffset);
+        a.cmp(xr::qword_ptr(xr::rax, node_v), xr::r8);
+        a.jb(slow);
+        a.mov(xr::rax, xr::r8);
+        a.jmp(out);
+        a.bind(view);
         a.cmp(xr::rdx, (int32_t)kViewJ);
         a.jne(part);
         a.or_(xr::rax, (int32_t)kViewZero);
