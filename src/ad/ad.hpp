@@ -108,6 +108,10 @@ Split1 rev_unary_split();
 // bundles of reals), which the native tier inlines for +, - and *.
 using Native2 = Value (*)(Closure*, Value, Value);
 Native2 fwd_binary_form();
+// The native1 form of a unary arithmetic primitive's forward rule (a bundle of reals), which
+// native code calls directly.
+using Native1 = Value (*)(Closure*, Value);
+Native1 fwd_unary_form();
 Value const_real_view();
 // x̄ = ȳ f'(x), boxed, from the node of a unary primitive f (its backpropagator's work, metered
 // as back_node meters it), or 0 for the node of another primitive. Allocates nothing.

@@ -581,6 +581,7 @@ Value const_pair_view() { return kConstPairView; }
 Split1 rev_const_split() { return rev_const_s; }
 Split1 rev_unary_split() { return rev_unary_s; }
 Native2 fwd_binary_form() { return fwd_binary2; }
+Native1 fwd_unary_form() { return fwd_unary; }
 
 uint64_t unary_node_bar(const RevNode* n, double y) {
   Prim* p = current->prims[n->aux - 1];

@@ -67,7 +67,7 @@ const int32_t pair_car = field_offset(pair_probe, pair_probe.car), pair_cdr = fi
 const int32_t lambda_split2 = (int32_t)offsetof(Lambda, native_split2), lambda_prim = (int32_t)offsetof(Lambda, native_prim);
 const int32_t binding_cache_in = (int32_t)offsetof(Binding, cache_in), binding_cache_out = (int32_t)offsetof(Binding, cache_out);
 const int32_t lambda_direct = (int32_t)offsetof(Lambda, direct), lambda_split1 = (int32_t)offsetof(Lambda, native_split1);
-const int32_t lambda_native2 = (int32_t)offsetof(Lambda, native2);
+const int32_t lambda_native2 = (int32_t)offsetof(Lambda, native2), lambda_native1 = (int32_t)offsetof(Lambda, native1);
 const int32_t bundle_primal = (int32_t)offsetof(Bundle, primal), bundle_tangent = (int32_t)offsetof(Bundle, tangent);
 const int32_t prim_arity = (int32_t)offsetof(Prim, arity), prim_cls = (int32_t)offsetof(Prim, cls),
               prim_fn2 = (int32_t)offsetof(Prim, fn2);
@@ -170,6 +170,15 @@ extern "C" int vlad_jit_split2(bool (*fn)(Closure*, Value, Value, Value*), Closu
 extern "C" uint64_t vlad_jit_native2(Value (*fn)(Closure*, Value, Value), Closure* cl, uint64_t a, uint64_t b) {
   try {
     return fn(cl, Value(a, 0), Value(b, 0)).bits;
+  } catch (...) {
+    jit_keep_error();
+    return 0;
+  }
+}
+// The same for a native implementation of one argument (Lambda::native1).
+extern "C" uint64_t vlad_jit_native1(Value (*fn)(Closure*, Value), Closure* cl, uint64_t a) {
+  try {
+    return fn(cl, Value(a, 0)).bits;
   } catch (...) {
     jit_keep_error();
     return 0;
@@ -1316,6 +1325,7 @@ struct Emitter {
         emit_native2(ip, no_native, slow, done);
         a.bind(no_native);
       }
+      if (!ip->split && ip->op2 != AppPair) emit_fwd_unary(ip, done, slow);  // (apply_core's native1 case)
       if (ip->split) {  // a callee with a native forward phase: called here (run_split's first case)
         Label no_split = a.newLabel(), declined = a.newLabel();
         bool two = ip->op2 == AppPair;
@@ -1671,13 +1681,18 @@ struct Emitter {
   // Exec, as op_app leaves them; whoever ran the body makes the call.
   void emit_tail_call(const Instr* ip) {
     guarded(ip, [&](Label slow) {
+      Label value = a.newLabel(), exit = a.newLabel();
       load(xr::rax, ip->a);
       kind_guard(Kind::Closure, slow);
+      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
       if (ip->op2 == AppPair) {
-        a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+        if (Prim* p = known_fwd_binary(ip->a)) emit_fwd_binary(ip, p, value);  // op_app's native2 case
         a.cmp(xr::qword_ptr(xr::rdx, lambda_native2), 0);
         a.jne(slow);
+      } else {
+        emit_fwd_unary(ip, value, exit);  // apply_core's native1 case, for fwd_unary
       }
+      a.bind(exit);
       a.mov(xr::qword_ptr(kEx, exec_f), xr::rax);
       if (ip->op2 == AppPair) {
         emit_alloc(sizeof(Pair));
@@ -1700,12 +1715,43 @@ struct Emitter {
       count(offsetof(WorkCounters, applications));
       a.mov(xr::eax, (int32_t)Exit::Tail);
       a.jmp(ret);
+      a.bind(value);  // a value at once, in the call's slot: the body's value
     });
   }
 
-  // x = the forward version of +, - or * (fwd_binary2: a native2 form) applied to two bundles
-  // of reals: (bundle y t) with y = x1 op x2 and t its tangent, metered as fwd_binary2 meters
-  // them. rax = the callee, rdx = its lambda; anything else falls through (rax, rdx kept).
+  // x = the forward version of a unary arithmetic primitive (its native1 fwd_unary) applied to
+  // a bundle of reals, computed by fwd_unary (a pure function of the bundle: no call of the
+  // interpreter, so no frame is missed), then to `done`; when it declines, to `declined`. rax =
+  // the callee, rdx = its lambda; anything else falls through (rax, rdx kept).
+  void emit_fwd_unary(const Instr* ip, Label done, Label declined) {
+    Label other = a.newLabel(), thrown = a.newLabel();
+    a.mov(xr::rdi, (uint64_t)fwd_unary_form());
+    a.cmp(xr::qword_ptr(xr::rdx, lambda_native1), xr::rdi);
+    a.jne(other);
+    a.mov(xr::rsi, xr::rax);
+    load(xr::rdx, ip->b);
+    call((const void*)&vlad_jit_native1);
+    a.test(xr::rax, xr::rax);
+    a.jz(thrown);
+    a.cmp(xr::rax, (int32_t)Value::kUnbound);
+    Label ok = a.newLabel();
+    a.jne(ok);
+    load(xr::rax, ip->a);  // (declined: the registers as they were)
+    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+    a.jmp(declined);
+    a.bind(ok);
+    store(ip->x, xr::rax);
+    count(offsetof(WorkCounters, applications));
+    a.jmp(done);
+    a.bind(thrown);
+    a.mov(xr::eax, kThrown);
+    a.jmp(ret);
+    a.bind(other);
+  }
+
+  // x = the forward version of +, -, * or / (fwd_binary2: a native2 form) applied to two
+  // bundles of reals: (bundle y t) with y = x1 op x2 and t its tangent, computed and metered as
+  // fwd_binary2 computes and meters them. rax = the callee, rdx = its lambda; anything else falls through (rax, rdx kept).
   void emit_fwd_binary(const Instr* ip, Prim* p, Label done) {
     Label other = a.newLabel();
     a.mov(xr::r8, (uint64_t)p);
@@ -1746,6 +1792,25 @@ struct Emitter {
       a.addsd(xr::xmm2, xr::xmm3);
       a.add(xr::qword_ptr(kMeter, p->id * 8), 2);
       a.add(xr::qword_ptr(kMeter, current->prim("+")->id * 8), 1);
+    } else if (form == Inline::Div) {  // t = d1 dx1 + d2 dx2, d1 = 1 / x2, d2 = -(x1 / (x2 x2))
+      a.mov(xr::rax, 0x3ff0000000000000ull);  // 1.0
+      a.movq(xr::xmm4, xr::rax);
+      a.divsd(xr::xmm4, xr::xmm1);
+      a.movsd(xr::xmm5, xr::xmm1);
+      a.mulsd(xr::xmm5, xr::xmm1);
+      a.movsd(xr::xmm6, xr::xmm0);
+      a.divsd(xr::xmm6, xr::xmm5);
+      a.mov(xr::rax, 0x8000000000000000ull);  // the sign
+      a.movq(xr::xmm7, xr::rax);
+      a.xorpd(xr::xmm6, xr::xmm7);
+      a.mulsd(xr::xmm4, xr::xmm2);
+      a.mulsd(xr::xmm6, xr::xmm3);
+      a.addsd(xr::xmm4, xr::xmm6);
+      a.movsd(xr::xmm2, xr::xmm4);
+      a.add(xr::qword_ptr(kMeter, p->id * 8), 2);  // binary_partials's counts, then two * and a +
+      a.add(xr::qword_ptr(kMeter, current->prim("*")->id * 8), 3);
+      a.add(xr::qword_ptr(kMeter, current->prim("-")->id * 8), 1);
+      a.add(xr::qword_ptr(kMeter, current->prim("+")->id * 8), 1);
     } else {  // t = dx1 ± dx2
       arith(form, xr::xmm2, xr::xmm3);
       a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
@@ -1761,13 +1826,13 @@ struct Emitter {
     a.bind(other);
   }
 
-  // The +, - or * whose forward version slot r holds (known_rev_lambda's way: a constant, or a
+  // The +, -, * or / whose forward version slot r holds (known_rev_lambda's way: a constant, or a
   // transformed global whose cached value is current), with its native2 form fwd_binary2.
   Prim* known_fwd_binary(int r) {
     Lambda* lam = known_rev_lambda(r);
     if (!lam || lam->native2 != fwd_binary_form() || lam->native_prim->cls != PrimClass::Arith) return nullptr;
     Inline f = arith_form(lam->native_prim);
-    return f == Inline::Add || f == Inline::Sub || f == Inline::Mul ? lam->native_prim : nullptr;
+    return f == Inline::Add || f == Inline::Sub || f == Inline::Mul || f == Inline::Div ? lam->native_prim : nullptr;
   }
 
   // A primitive known when compiling, with no inline form: called without op_app's dispatch.
