@@ -101,6 +101,10 @@ Split1 rev_cdr_split();
 // backpropagator the view kViewBpConst of the argument), which the native tier inlines for
 // zero?, positive? and negative? of a reverse real.
 Split1 rev_const_split();
+// The forward phase of a comparison's reverse rule on two arguments (rev_compare_s2: the zero
+// backpropagator for two plain reverse reals), which the native tier inlines.
+using Split2 = bool (*)(Closure*, Value, Value, Value*);
+Split2 rev_compare_split2();
 // The forward phase of a unary arithmetic primitive's reverse rule (rev_unary_s: a node holding
 // x, or for a constant leaf a constant leaf and the zero backpropagator const_real_view()).
 Split1 rev_unary_split();

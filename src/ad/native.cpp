@@ -579,6 +579,7 @@ void install_ad_native(Prim* p, Lambda* rule, char kind) {
 Value const_leaf(double r) { return const_leaf_impl(r); }
 Value const_pair_view() { return kConstPairView; }
 Split1 rev_const_split() { return rev_const_s; }
+Split2 rev_compare_split2() { return rev_compare_s2; }
 Split1 rev_unary_split() { return rev_unary_s; }
 Native2 fwd_binary_form() { return fwd_binary2; }
 Native1 fwd_unary_form() { return fwd_unary; }

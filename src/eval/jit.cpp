@@ -215,6 +215,65 @@ struct Emitter {
   xr::Mem slot(int r) { return r >= 0 ? xr::qword_ptr(kFr, r * 8) : xr::qword_ptr(kEnv, (-r - 1) * 8); }
   void load(const xr::Gp& g, int r) { a.mov(g, slot(r)); }
   void store(int x, const xr::Gp& g) { a.mov(xr::qword_ptr(kFr, x * 8), g); }
+  // The two halves of a split call's outcome: into its slots x and x2, or, for a tail call of
+  // a reverse rule computed at once (`to_exit`), into the Exec's r1 and r2, the body ending with
+  // Exit::Pair (its value is that pair, delivered as two halves: whoever keeps it whole conses
+  // it, its backpropagator made a closure, as op_app's native2 / apply_core's native1 make it).
+  // For a chain call (`exit_chain`, the instruction being emitted), r2 becomes its way out's
+  // backpropagator first (emit_chain_way_out).
+  bool to_exit = false;
+  const Instr* exit_chain = nullptr;
+  void put(const Instr* ip, int half, const xr::Gp& g) {
+    if (to_exit) a.mov(xr::qword_ptr(kEx, half == 1 ? exec_r1 : exec_r2), g);
+    else store(half == 1 ? ip->x : ip->x2, g);
+  }
+  void end_put() {
+    if (!to_exit) return;
+    if (exit_chain) emit_chain_way_out(exit_chain);
+    a.mov(xr::eax, (int32_t)Exit::Pair);
+    a.jmp(ret);
+  }
+  // Exec r2 = the backpropagator of the way out of a chain call whose callee gave r1 and the
+  // backpropagator r2 at once (Exec::way_out_bp): the closure of ip->chain with r2 in its hole,
+  // or, for a value that holds no real ((), #t, #f, a string), the zero backpropagator of the
+  // running closure and its argument (rebuilt first when the body took it apart).
+  void emit_chain_way_out(const Instr* ip) {
+    Label inert = a.newLabel(), made = a.newLabel(), general = a.newLabel();
+    a.mov(xr::rax, xr::qword_ptr(kEx, exec_r1));
+    atom_to(xr::rax, inert);
+    a.mov(xr::rdx, xr::rax);
+    a.shr(xr::rdx, 48);
+    a.jnz(general);
+    a.cmp(xr::rax, 0xff);
+    a.jbe(general);
+    a.test(xr::al, 15);
+    a.jnz(general);
+    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::String);
+    a.je(inert);
+    a.bind(general);
+    emit_alloc(sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1));
+    write_header(Kind::Closure, ip->ncaps);
+    a.mov(xr::rcx, (uint64_t)ip->chain);
+    a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
+    for (int k = 0; k < ip->ncaps; k++) {
+      if (k == ip->hole) a.mov(xr::rcx, xr::qword_ptr(kEx, exec_r2));
+      else load(xr::rcx, ip->caps[k]);
+      a.mov(xr::qword_ptr(xr::rax, closure_env + 8 * k), xr::rcx);
+    }
+    a.jmp(made);
+    a.bind(inert);
+    if (rebuild_arg) emit_rebuild_arg();
+    emit_alloc(sizeof(Closure) + sizeof(Value));
+    write_header(Kind::Closure, 2);
+    a.mov(xr::rcx, (uint64_t)current->zero_bp);
+    a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
+    a.mov(xr::rcx, xr::qword_ptr(kEx, offsetof(Exec, self)));
+    a.mov(xr::qword_ptr(xr::rax, closure_env), xr::rcx);
+    load(xr::rcx, 0);
+    a.mov(xr::qword_ptr(xr::rax, closure_env + 8), xr::rcx);
+    a.bind(made);
+    a.mov(xr::qword_ptr(kEx, exec_r2), xr::rax);
+  }
 
   void call(const void* fn) {
     a.mov(xr::rax, (uint64_t)fn);
@@ -631,17 +690,80 @@ struct Emitter {
       a.and_(xr::r10d, xr::r11d);
       a.jnz(constants);  // two constants: nothing is recorded (a constant leaf, the zero backpropagator)
       emit_rev_node(p);
-      store(ip->x, xr::rax);
+      put(ip, 1, xr::rax);
       a.or_(xr::rax, (int32_t)kViewBpNode);
-      store(ip->x2, xr::rax);
+      put(ip, 2, xr::rax);
+      end_put();
       a.jmp(out);
       a.bind(constants);
       emit_reverse_object(kConstLeafAux, 0);
-      store(ip->x, xr::rax);
+      put(ip, 1, xr::rax);
       a.mov(xr::rax, const_pair_view().bits);
-      store(ip->x2, xr::rax);
+      put(ip, 2, xr::rax);
+      end_put();
       a.bind(out);
     });
+  }
+
+  // x, x2 = (value . backpropagator) of the reverse version of a comparison applied to two plain
+  // reverse reals, as rev_compare_s2 makes them: #t or #f and the zero backpropagator
+  // (kConstPairView); anything else: the interpreter.
+  void emit_rev_compare(const Instr* ip, Prim* p) {
+    guarded(ip, [&](Label slow) {
+      load(xr::rax, ip->a);
+      kind_guard(Kind::Closure, slow);
+      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      a.mov(xr::rcx, (uint64_t)p);
+      a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::rcx);
+      a.jne(slow);
+      a.mov(xr::rcx, (uint64_t)rev_compare_split2());
+      a.cmp(xr::qword_ptr(xr::rdx, lambda_split2), xr::rcx);
+      a.jne(slow);
+      load(xr::rax, ip->b);
+      rev_real(xr::rax, xr::xmm0, xr::r10, slow);
+      load(xr::rcx, ip->b2);
+      rev_real(xr::rcx, xr::xmm1, xr::r11, slow);
+      count(offsetof(WorkCounters, applications));
+      a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
+      compare(inline_form(p, true));
+      put(ip, 1, xr::rax);
+      a.mov(xr::rax, const_pair_view().bits);
+      put(ip, 2, xr::rax);
+      end_put();
+    });
+  }
+
+  // The comparison whose reverse version slot r holds (known_rev_lambda).
+  Prim* known_rev_compare(int r) {
+    Lambda* lam = known_rev_lambda(r);
+    if (!lam || lam->native_split2 != rev_compare_split2() || lam->native_prim->cls != PrimClass::Compare) return nullptr;
+    Inline f = inline_form(lam->native_prim, true);
+    return f >= Inline::Eq && f <= Inline::Ge ? lam->native_prim : nullptr;
+  }
+
+  // A tail call of a reverse rule that native code computes at once (+ - * / and comparisons on
+  // two plain reverse reals, car and cdr of a pair or of (*j P)): the body ends with its value
+  // and backpropagator as two halves (Exit::Pair), where op_app would make the pair and a
+  // closure of the backpropagator; for a chain call (a tail call of a body with a way out), with
+  // the value and the way out's backpropagator, as op_app's chain call does it.
+  void emit_tail_rule(const Instr* ip) {
+    to_exit = true;
+    exit_chain = ip->chain_call ? ip : nullptr;
+    if (ip->op2 == AppPair) {
+      if (Prim* p = known_rev_rule(ip->a)) emit_rev_binary(ip, p);
+      else emit_rev_compare(ip, known_rev_compare(ip->a));
+    } else {
+      guarded(ip, [&](Label slow) {
+        load(xr::rax, ip->a);
+        kind_guard(Kind::Closure, slow);
+        a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+        a.mov(xr::rdi, xr::qword_ptr(xr::rdx, lambda_split1));
+        emit_projection_split(ip, slow);  // (ends the body when it applies)
+        a.jmp(slow);
+      });
+    }
+    to_exit = false;
+    exit_chain = nullptr;
   }
 
   // (f̄ . x̄), taken apart at once, of the backpropagator of car or cdr of (*j P) (the views
@@ -853,6 +975,21 @@ struct Emitter {
     if (ip->split && ip->op2 == AppPair && !ip->tail && !ip->raw_call && !ip->chain_call) {
       if (Prim* p = known_rev_rule(ip->a)) {
         emit_rev_binary(ip, p);
+        return;
+      }
+      if (Prim* p = known_rev_compare(ip->a)) {
+        emit_rev_compare(ip, p);
+        return;
+      }
+    }
+    if (ip->tail && !ip->split && !ip->raw_call && alloc_ok &&
+        (!ip->chain_call || (ip->ncaps > 0 && current->zero_bp &&
+                             free_list_index(sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1)) >= 0))) {
+      Lambda* rule = known_rev_lambda(ip->a);
+      bool projection = rule && ip->op2 != AppPair &&
+                        (rule->native_split1 == rev_car_split() || rule->native_split1 == rev_cdr_split());
+      if ((ip->op2 == AppPair && (known_rev_rule(ip->a) || known_rev_compare(ip->a))) || projection) {
+        emit_tail_rule(ip);
         return;
       }
     }
@@ -1127,18 +1264,19 @@ struct Emitter {
       a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
       a.jne(other);
       a.mov(xr::r9, xr::qword_ptr(xr::rcx, part));
-      store(ip->x, xr::r9);
+      put(ip, 1, xr::r9);
       a.or_(xr::rcx, (int32_t)(cdr ? kViewBpCdr : kViewBpCar));
-      store(ip->x2, xr::rcx);
+      put(ip, 2, xr::rcx);
       a.jmp(part_done);
       // (*j P): j_part of P, and the view kViewBpCarJ / kViewBpCdrJ of P
       a.bind(j_view);
       j_part_of_view(cdr, other);
-      store(ip->x, xr::r9);
+      put(ip, 1, xr::r9);
       a.or_(xr::rcx, (int32_t)(cdr ? kViewBpCdrJ : kViewBpCarJ));
-      store(ip->x2, xr::rcx);
+      put(ip, 2, xr::rcx);
       a.bind(part_done);
       count(offsetof(WorkCounters, applications));
+      end_put();
       a.jmp(done);
     }
     a.bind(other);
@@ -2058,25 +2196,30 @@ struct Emitter {
           box();
           return;
         }
-        // comparisons: false when unordered (a NaN), as in C++
-        a.xor_(xr::eax, xr::eax);
-        switch (form) {
-          case Inline::Eq:
-            a.ucomisd(xr::xmm0, xr::xmm1);
-            a.mov(xr::edx, 0);
-            a.setnp(xr::dl);
-            a.sete(xr::al);
-            a.and_(xr::eax, xr::edx);
-            break;
-          case Inline::Lt: a.ucomisd(xr::xmm1, xr::xmm0); a.seta(xr::al); break;
-          case Inline::Gt: a.ucomisd(xr::xmm0, xr::xmm1); a.seta(xr::al); break;
-          case Inline::Le: a.ucomisd(xr::xmm1, xr::xmm0); a.setae(xr::al); break;
-          case Inline::Ge: a.ucomisd(xr::xmm0, xr::xmm1); a.setae(xr::al); break;
-          default: break;
-        }
-        a.add(xr::eax, (int32_t)Value::kFalse);
+        compare(form);
         return;
     }
+  }
+
+  // eax = #t or #f: xmm0 compared with xmm1 by a comparison form; false when unordered (a NaN),
+  // as in C++. Clobbers edx.
+  void compare(Inline form) {
+    a.xor_(xr::eax, xr::eax);
+    switch (form) {
+      case Inline::Eq:
+        a.ucomisd(xr::xmm0, xr::xmm1);
+        a.mov(xr::edx, 0);
+        a.setnp(xr::dl);
+        a.sete(xr::al);
+        a.and_(xr::eax, xr::edx);
+        break;
+      case Inline::Lt: a.ucomisd(xr::xmm1, xr::xmm0); a.seta(xr::al); break;
+      case Inline::Gt: a.ucomisd(xr::xmm0, xr::xmm1); a.seta(xr::al); break;
+      case Inline::Le: a.ucomisd(xr::xmm1, xr::xmm0); a.setae(xr::al); break;
+      case Inline::Ge: a.ucomisd(xr::xmm0, xr::xmm1); a.setae(xr::al); break;
+      default: break;
+    }
+    a.add(xr::eax, (int32_t)Value::kFalse);
   }
 
   // rax = car or cdr of the pair in rax (else `fail`).
