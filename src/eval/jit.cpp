@@ -241,13 +241,7 @@ struct Emitter {
     Label inert = a.newLabel(), made = a.newLabel(), general = a.newLabel();
     a.mov(xr::rax, xr::qword_ptr(kEx, exec_r1));
     atom_to(xr::rax, inert);
-    a.mov(xr::rdx, xr::rax);
-    a.shr(xr::rdx, 48);
-    a.jnz(general);
-    a.cmp(xr::rax, 0xff);
-    a.jbe(general);
-    a.test(xr::al, 15);
-    a.jnz(general);
+    object_or_view(xr::rax, xr::rdx, general, general);
     a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::String);
     a.je(inert);
     a.bind(general);
@@ -305,6 +299,35 @@ struct Emitter {
     a.mov(xr::rsi, (uint64_t)ip);
     call(fn);
     check_continue();
+  }
+  // Register g: to `fail` unless it holds an object (falls through) or a view of one (to
+  // `view`): not a real, not a small constant, not an immediate view. Clobbers t.
+  void object_or_view(const xr::Gp& g, const xr::Gp& t, Label fail, Label view) {
+    a.mov(t, g);
+    a.shr(t, 48);
+    a.jnz(fail);
+    a.cmp(g, 0xff);
+    a.jbe(fail);
+    a.test(g.r8(), 15);
+    a.jnz(view);
+  }
+  // eax = #t where code jumps to `yes`, #f where it jumps to `no` (both bound here; the code
+  // before does not fall through).
+  void bool_result(Label yes, Label no) {
+    Label out = a.newLabel();
+    a.bind(yes);
+    a.mov(xr::eax, (int32_t)Value::kTrue);
+    a.jmp(out);
+    a.bind(no);
+    a.mov(xr::eax, (int32_t)Value::kFalse);
+    a.bind(out);
+  }
+  // To `fail` unless the callee's lambda, in rdx, is a rule of the primitive p
+  // (Lambda::native_prim). Clobbers r8.
+  void rule_guard(Prim* p, Label fail) {
+    a.mov(xr::r8, (uint64_t)p);
+    a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::r8);
+    a.jne(fail);
   }
   void count(size_t field_offset, int64_t n = 1) {
     if (n == 0) return;
@@ -635,13 +658,7 @@ struct Emitter {
   void rev_real(const xr::Gp& g, const xr::Xmm& x, const xr::Gp& leaf, Label fail) {
     Label view = a.newLabel(), have = a.newLabel();
     a.xor_(leaf.r32(), leaf.r32());
-    a.cmp(g, 0xff);
-    a.jbe(fail);
-    a.mov(xr::rdx, g);
-    a.shr(xr::rdx, 48);
-    a.jnz(fail);
-    a.test(g.r8(), 15);
-    a.jnz(view);
+    object_or_view(g, xr::rdx, fail, view);
     a.cmp(xr::dword_ptr(g, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
     a.jne(fail);
     a.cmp(xr::dword_ptr(g, (int32_t)offsetof(Obj, aux)), (int32_t)kConstLeafAux);
@@ -672,9 +689,7 @@ struct Emitter {
       load(xr::rax, ip->a);
       kind_guard(Kind::Closure, slow);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-      a.mov(xr::rcx, (uint64_t)p);
-      a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::rcx);
-      a.jne(slow);
+      rule_guard(p, slow);
       a.mov(xr::rcx, (uint64_t)rule_split2);  // a rule whose forward phase is rev_binary_s2
       a.cmp(xr::qword_ptr(xr::rdx, lambda_split2), xr::rcx);
       a.jne(slow);
@@ -713,9 +728,7 @@ struct Emitter {
       load(xr::rax, ip->a);
       kind_guard(Kind::Closure, slow);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-      a.mov(xr::rcx, (uint64_t)p);
-      a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::rcx);
-      a.jne(slow);
+      rule_guard(p, slow);
       a.mov(xr::rcx, (uint64_t)rev_compare_split2());
       a.cmp(xr::qword_ptr(xr::rdx, lambda_split2), xr::rcx);
       a.jne(slow);
@@ -1056,18 +1069,8 @@ struct Emitter {
   // on the slow path, every caller-saved register.
   // (`pushed`: bytes the caller has pushed on the machine stack, dropped before leaving on an error.)
   void emit_alloc(size_t bytes, int32_t pushed = 0) {
-    int32_t head = free_list_index(bytes) * 8;
     Label slow = a.newLabel(), have = a.newLabel();
-    a.mov(xr::rcx, xr::qword_ptr(kWork, free_lists_offset));
-    a.test(xr::rcx, xr::rcx);
-    a.jz(slow);
-    a.mov(xr::rax, xr::qword_ptr(xr::rcx, head));
-    a.cmp(xr::rax, (int32_t)free_list_counter_max());
-    a.jbe(slow);
-    a.mov(xr::rdx, xr::qword_ptr(xr::rax));
-    a.mov(xr::qword_ptr(xr::rcx, head), xr::rdx);
-    count(offsetof(WorkCounters, objects));
-    count(offsetof(WorkCounters, bytes), (int64_t)bytes);
+    emit_alloc_from_list(bytes, slow);
     a.jmp(have);
     a.bind(slow);
     a.mov(xr::edi, (uint32_t)bytes);
@@ -1253,13 +1256,7 @@ struct Emitter {
       Label j_view = a.newLabel(), part_done = a.newLabel();
       int32_t part = cdr ? pair_cdr : pair_car;
       load(xr::rcx, ip->b);
-      a.mov(xr::r8, xr::rcx);
-      a.shr(xr::r8, 48);
-      a.jnz(other);
-      a.cmp(xr::rcx, 0xff);
-      a.jbe(other);
-      a.test(xr::cl, 15);
-      a.jnz(j_view);
+      object_or_view(xr::rcx, xr::r8, other, j_view);
       // a pair: its part, and the view of the pair (kViewBpCar / kViewBpCdr)
       a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
       a.jne(other);
@@ -1289,9 +1286,7 @@ struct Emitter {
   // rax = the callee, rdx = its lambda, rdi = its native_split1; else falls through, unchanged.
   void emit_unary_split(const Instr* ip, Prim* p, Label done) {
     Label other = a.newLabel(), leaf = a.newLabel(), made = a.newLabel();
-    a.mov(xr::r8, (uint64_t)p);
-    a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::r8);
-    a.jne(other);
+    rule_guard(p, other);
     a.mov(xr::r8, (uint64_t)rev_unary_split());
     a.cmp(xr::rdi, xr::r8);
     a.jne(other);
@@ -1335,20 +1330,12 @@ struct Emitter {
   // its lambda, rdi = its native_split1; anything else falls through, registers unchanged.
   void emit_test_split(const Instr* ip, Prim* p, Label done) {
     Label other = a.newLabel();
-    a.mov(xr::r8, (uint64_t)p);
-    a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::r8);
-    a.jne(other);
+    rule_guard(p, other);
     load(xr::rcx, ip->b);
     if (p->name == intern("null?") || p->name == intern("pair?")) {
       Label view = a.newLabel(), stored = a.newLabel();
       a.mov(xr::r9d, (int32_t)(p->name == intern("pair?") ? Value::kTrue : Value::kFalse));
-      a.mov(xr::r8, xr::rcx);
-      a.shr(xr::r8, 48);
-      a.jnz(other);
-      a.cmp(xr::rcx, 0xff);
-      a.jbe(other);
-      a.test(xr::cl, 15);
-      a.jnz(view);
+      object_or_view(xr::rcx, xr::r8, other, view);
       a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
       a.jne(other);
       a.or_(xr::rcx, (int32_t)kViewBpConst);
@@ -1423,13 +1410,7 @@ struct Emitter {
         // a primitive of real arithmetic or comparison on two reals (the callee a variable:
         // (map2 + u v), say): its own function, which cannot fail on reals (op_app's fn2 case)
         Label not_prim = a.newLabel(), arith = a.newLabel();
-        a.mov(xr::rdx, xr::rax);
-        a.shr(xr::rdx, 48);
-        a.jnz(not_prim);
-        a.cmp(xr::rax, 0xff);
-        a.jbe(not_prim);
-        a.test(xr::al, 15);
-        a.jnz(not_prim);
+        object_or_view(xr::rax, xr::rdx, not_prim, not_prim);
         a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Prim);
         a.jne(not_prim);
         a.cmp(xr::dword_ptr(xr::rax, prim_arity), 2);
@@ -1746,22 +1727,16 @@ struct Emitter {
     a.je(give_y);
     a.cmp(y, (int32_t)Value::kZeroSens);
     a.je(give_x);
-    Label x_not_zero = a.newLabel(), x_obj = a.newLabel();
+    Label x_not_zero = a.newLabel(), x_view = a.newLabel();
     // x a lazy zero (an object of kind Zero) or a zero view: y
-    a.cmp(x, 0xff);
-    a.jbe(x_not_zero);
-    a.mov(xr::rdx, x);
-    a.shr(xr::rdx, 48);
-    a.jnz(x_not_zero);
-    a.test(x.r8(), 15);
-    a.jz(x_obj);
+    object_or_view(x, xr::rdx, x_not_zero, x_view);
+    a.cmp(xr::dword_ptr(x, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Zero);
+    a.je(give_y);
+    a.jmp(x_not_zero);
+    a.bind(x_view);
     a.mov(xr::rdx, x);
     a.and_(xr::rdx, 15);
     a.cmp(xr::rdx, (int32_t)kViewZero);
-    a.je(give_y);
-    a.jmp(x_not_zero);
-    a.bind(x_obj);
-    a.cmp(xr::dword_ptr(x, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Zero);
     a.je(give_y);
     a.bind(x_not_zero);
     // (), #t or #f on both sides (values without a real: plus_rest's inert case): the one that
@@ -1889,12 +1864,11 @@ struct Emitter {
 
   // x = the forward version of +, -, * or / (fwd_binary2: a native2 form) applied to two
   // bundles of reals: (bundle y t) with y = x1 op x2 and t its tangent, computed and metered as
-  // fwd_binary2 computes and meters them. rax = the callee, rdx = its lambda; anything else falls through (rax, rdx kept).
+  // fwd_binary2 computes and meters them. rax = the callee, rdx = its lambda; anything else
+  // falls through (rax, rdx kept).
   void emit_fwd_binary(const Instr* ip, Prim* p, Label done) {
     Label other = a.newLabel();
-    a.mov(xr::r8, (uint64_t)p);
-    a.cmp(xr::qword_ptr(xr::rdx, lambda_prim), xr::r8);
-    a.jne(other);
+    rule_guard(p, other);
     a.mov(xr::r8, (uint64_t)fwd_binary_form());
     a.cmp(xr::qword_ptr(xr::rdx, lambda_native2), xr::r8);
     a.jne(other);
@@ -2045,18 +2019,13 @@ struct Emitter {
       case Inline::NullP:
       case Inline::PairP: {
         // nil and pairs are answered here; anything else (lazy values, views): the interpreter
-        Label yes = a.newLabel(), no = a.newLabel(), out = a.newLabel();
+        Label yes = a.newLabel(), no = a.newLabel();
         load(xr::rax, ip->b);
         a.cmp(xr::rax, (int32_t)Value::kNil);
         a.je(form == Inline::NullP ? yes : no);
         pair_guard(slow);
         a.jmp(form == Inline::NullP ? no : yes);
-        a.bind(yes);
-        a.mov(xr::eax, (int32_t)Value::kTrue);
-        a.jmp(out);
-        a.bind(no);
-        a.mov(xr::eax, (int32_t)Value::kFalse);
-        a.bind(out);
+        bool_result(yes, no);
         return;
       }
       case Inline::Call1:
@@ -2070,19 +2039,15 @@ struct Emitter {
       case Inline::RealP: {
         // (real? v) of a real: #t; of (), #t, #f or a pair: #f; a tagged value: the primitive's
         // call (it looks under the tags)
-        Label yes = a.newLabel(), no = a.newLabel(), out = a.newLabel();
+        Label yes = a.newLabel(), no = a.newLabel();
         load(xr::rax, ip->b);
         a.mov(xr::r8, kOffset);
         a.cmp(xr::rax, xr::r8);
         a.jae(yes);
         atom_to(xr::rax, no);
         kind_guard(Kind::Pair, slow);
-        a.bind(no);
-        a.mov(xr::eax, (int32_t)Value::kFalse);
-        a.jmp(out);
-        a.bind(yes);
-        a.mov(xr::eax, (int32_t)Value::kTrue);
-        a.bind(out);
+        a.jmp(no);
+        bool_result(yes, no);
         return;
       }
       case Inline::StarJ: {
@@ -2132,13 +2097,7 @@ struct Emitter {
         Label view = a.newLabel(), out = a.newLabel(), car_side = a.newLabel();
         load(xr::rax, ip->b);
         atom_to(xr::rax, out);
-        a.mov(xr::rdx, xr::rax);
-        a.shr(xr::rdx, 48);
-        a.jnz(slow);
-        a.cmp(xr::rax, 0xff);
-        a.jbe(slow);
-        a.test(xr::al, 15);
-        a.jnz(view);
+        object_or_view(xr::rax, xr::rdx, slow, view);
         a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
         a.jne(slow);
         a.mov(xr::rax, xr::qword_ptr(xr::rax, node_v));
