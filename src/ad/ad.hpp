@@ -109,7 +109,7 @@ Split2 rev_compare_split2();
 // x, or for a constant leaf a constant leaf and the zero backpropagator const_real_view()).
 Split1 rev_unary_split();
 // The native2 form of a binary arithmetic primitive's forward rule at the first level (two
-// bundles of reals), which the native tier inlines for +, - and *.
+// bundles of reals), which the native tier inlines for +, -, * and /.
 using Native2 = Value (*)(Closure*, Value, Value);
 Native2 fwd_binary_form();
 // The native1 form of a unary arithmetic primitive's forward rule (a bundle of reals), which

@@ -198,7 +198,6 @@ inline int node_args(NativeOp op) { return op == N_ADD || op == N_SUB ? 0 : op >
 
 int rev_node_args(Prim* p) { return node_args(op_of(p)); }
 
-
 namespace {
 
 bool rev_unary_s(Closure* c, Value v, Value* out) {

@@ -238,22 +238,10 @@ struct Emitter {
   // or, for a value that holds no real ((), #t, #f, a string), the zero backpropagator of the
   // running closure and its argument (rebuilt first when the body took it apart).
   void emit_chain_way_out(const Instr* ip) {
-    Label inert = a.newLabel(), made = a.newLabel(), general = a.newLabel();
+    Label inert = a.newLabel(), made = a.newLabel();
     a.mov(xr::rax, xr::qword_ptr(kEx, exec_r1));
-    atom_to(xr::rax, inert);
-    object_or_view(xr::rax, xr::rdx, general, general);
-    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::String);
-    a.je(inert);
-    a.bind(general);
-    emit_alloc(sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1));
-    write_header(Kind::Closure, ip->ncaps);
-    a.mov(xr::rcx, (uint64_t)ip->chain);
-    a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
-    for (int k = 0; k < ip->ncaps; k++) {
-      if (k == ip->hole) a.mov(xr::rcx, xr::qword_ptr(kEx, exec_r2));
-      else load(xr::rcx, ip->caps[k]);
-      a.mov(xr::qword_ptr(xr::rax, closure_env + 8 * k), xr::rcx);
-    }
+    inert_to(inert);
+    emit_closure(ip->chain, ip->ncaps, ip->caps, ip->hole, [&] { a.mov(xr::rcx, xr::qword_ptr(kEx, exec_r2)); });
     a.jmp(made);
     a.bind(inert);
     if (rebuild_arg) emit_rebuild_arg();
@@ -504,12 +492,7 @@ struct Emitter {
   // the end: `rebuild_arg`. (A new pair of the same parts: they only take its zero.)
   bool rebuild_arg = false;
   void emit_rebuild_arg() {
-    emit_alloc(sizeof(Pair));
-    write_header(Kind::Pair, 0);
-    load(xr::rcx, arg_car->x);
-    a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rcx);
-    load(xr::rcx, arg_cdr->x);
-    a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rcx);
+    emit_pair(arg_car->x, arg_cdr->x);
     store(0, xr::rax);
   }
 
@@ -553,15 +536,7 @@ struct Emitter {
       // op_app's chain call: the backpropagator with a hole (made first), linked here to the
       // chain this loop makes (Exec::pend_first), as apply_core links a ChainTail's
       Label has_last = a.newLabel(), linked = a.newLabel();
-      emit_alloc(sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1));
-      write_header(Kind::Closure, ip->ncaps);
-      a.mov(xr::rcx, (uint64_t)ip->chain);
-      a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
-      for (int k = 0; k < ip->ncaps; k++) {
-        if (k == ip->hole) a.mov(xr::ecx, (int32_t)Value::kNil);
-        else load(xr::rcx, ip->caps[k]);
-        a.mov(xr::qword_ptr(xr::rax, closure_env + 8 * k), xr::rcx);
-      }
+      emit_closure(ip->chain, ip->ncaps, ip->caps, ip->hole, [&] { a.mov(xr::ecx, (int32_t)Value::kNil); });
       a.mov(xr::rcx, xr::qword_ptr(kEx, exec_pend_last));
       a.test(xr::rcx, xr::rcx);
       a.jnz(has_last);
@@ -682,21 +657,28 @@ struct Emitter {
     unbox(g, x, fail);
   }
 
+  // The callee (slot a) a closure of p's reverse rule whose forward phase of two arguments is
+  // `split2`, and its operands b, b2 two plain reverse reals: x1, x2 = them, r10 / r11 = whether
+  // each is a constant leaf; anything else jumps to `fail`.
+  void rev_rule_args(const Instr* ip, Prim* p, const void* split2, const xr::Xmm& x1, const xr::Xmm& x2, Label fail) {
+    load(xr::rax, ip->a);
+    kind_guard(Kind::Closure, fail);
+    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+    rule_guard(p, fail);
+    a.mov(xr::rcx, (uint64_t)split2);
+    a.cmp(xr::qword_ptr(xr::rdx, lambda_split2), xr::rcx);
+    a.jne(fail);
+    load(xr::rax, ip->b);
+    rev_real(xr::rax, x1, xr::r10, fail);
+    load(xr::rcx, ip->b2);
+    rev_real(xr::rcx, x2, xr::r11, fail);
+  }
+
   // x, x2 = (value . backpropagator) of a binary arithmetic primitive's reverse version applied
   // to two plain reverse reals: the node is made here (rev_binary_s2's work).
   void emit_rev_binary(const Instr* ip, Prim* p) {
     guarded(ip, [&](Label slow) {
-      load(xr::rax, ip->a);
-      kind_guard(Kind::Closure, slow);
-      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-      rule_guard(p, slow);
-      a.mov(xr::rcx, (uint64_t)rule_split2);  // a rule whose forward phase is rev_binary_s2
-      a.cmp(xr::qword_ptr(xr::rdx, lambda_split2), xr::rcx);
-      a.jne(slow);
-      load(xr::rax, ip->b);
-      rev_real(xr::rax, xr::xmm1, xr::r10, slow);
-      load(xr::rcx, ip->b2);
-      rev_real(xr::rcx, xr::xmm2, xr::r11, slow);
+      rev_rule_args(ip, p, rule_split2, xr::xmm1, xr::xmm2, slow);  // (rev_binary_s2)
       Label constants = a.newLabel(), out = a.newLabel();
       count(offsetof(WorkCounters, applications));
       a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
@@ -725,17 +707,7 @@ struct Emitter {
   // (kConstPairView); anything else: the interpreter.
   void emit_rev_compare(const Instr* ip, Prim* p) {
     guarded(ip, [&](Label slow) {
-      load(xr::rax, ip->a);
-      kind_guard(Kind::Closure, slow);
-      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-      rule_guard(p, slow);
-      a.mov(xr::rcx, (uint64_t)rev_compare_split2());
-      a.cmp(xr::qword_ptr(xr::rdx, lambda_split2), xr::rcx);
-      a.jne(slow);
-      load(xr::rax, ip->b);
-      rev_real(xr::rax, xr::xmm0, xr::r10, slow);
-      load(xr::rcx, ip->b2);
-      rev_real(xr::rcx, xr::xmm1, xr::r11, slow);
+      rev_rule_args(ip, p, (const void*)rev_compare_split2(), xr::xmm0, xr::xmm1, slow);
       count(offsetof(WorkCounters, applications));
       a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
       compare(inline_form(p, true));
@@ -1143,6 +1115,44 @@ struct Emitter {
   // The node of a binary primitive p's first-level forward phase (native.cpp's make_node).
   void emit_rev_node(Prim* p) { emit_reverse_object(p->id + 1, rev_node_args(p)); }
 
+  // rax = a new pair of operands car_op and cdr_op (op_cons). Clobbers rcx, rdx (and, allocating
+  // from the collector, every caller-saved register).
+  void emit_pair(int car_op, int cdr_op) {
+    emit_alloc(sizeof(Pair));
+    write_header(Kind::Pair, 0);
+    load(xr::rcx, car_op);
+    a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rcx);
+    load(xr::rcx, cdr_op);
+    a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rcx);
+  }
+
+  // rax = a new closure of lam over n captured operands (caps), the one at `hole` (if any)
+  // written from rcx as fill_hole sets it. Clobbers rcx, rdx (and, allocating from the
+  // collector, every caller-saved register).
+  template <class F>
+  void emit_closure(Lambda* lam, int n, const int* caps, int hole, F fill_hole) {
+    emit_alloc(sizeof(Closure) + sizeof(Value) * (n - 1));
+    write_header(Kind::Closure, n);
+    a.mov(xr::rcx, (uint64_t)lam);
+    a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
+    for (int k = 0; k < n; k++) {
+      if (k == hole) fill_hole();
+      else load(xr::rcx, caps[k]);
+      a.mov(xr::qword_ptr(xr::rax, closure_env + 8 * k), xr::rcx);
+    }
+  }
+
+  // To `inert` when rax holds a value without a real (Exec's inert_value: (), #t, #f, a string);
+  // falls through otherwise. Clobbers rdx.
+  void inert_to(Label inert) {
+    Label other = a.newLabel();
+    atom_to(xr::rax, inert);
+    object_or_view(xr::rax, xr::rdx, other, other);
+    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::String);
+    a.je(inert);
+    a.bind(other);
+  }
+
   // The object header of kind k with aux n, as one word.
   static uint64_t header(Kind k, uint32_t n) { return (uint64_t)(uint32_t)k | ((uint64_t)n << 32); }
   void write_header(Kind k, uint32_t n) {
@@ -1152,12 +1162,7 @@ struct Emitter {
 
   void emit_cons(const Instr* ip) {
     if (!alloc_ok) return step(ip);
-    emit_alloc(sizeof(Pair));
-    write_header(Kind::Pair, 0);
-    load(xr::rcx, ip->a);
-    a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rcx);
-    load(xr::rcx, ip->b);
-    a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rcx);
+    emit_pair(ip->a, ip->b);
     store(ip->x, xr::rax);
   }
 
@@ -1173,19 +1178,8 @@ struct Emitter {
     if (!empty && (!alloc_ok || ip->ncaps <= 0 || free_list_index(bytes) < 0)) return step(ip);
     Label slow = a.newLabel(), done = a.newLabel();
     if (ip->inert_guard) {  // a way out whose value holds no real (inert_value): the interpreter
-      Label general = a.newLabel();
       load(xr::rax, ip->b);
-      atom_to(xr::rax, slow);
-      a.test(xr::al, 15);
-      a.jnz(general);
-      a.cmp(xr::rax, 0xff);
-      a.jbe(general);
-      a.mov(xr::rdx, xr::rax);
-      a.shr(xr::rdx, 48);
-      a.jnz(general);
-      a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::String);
-      a.je(slow);
-      a.bind(general);
+      inert_to(slow);
     }
     if (empty) {
       a.mov(xr::rax, (uint64_t)&ip->lam->empty_closure);
@@ -1193,14 +1187,7 @@ struct Emitter {
       a.cmp(xr::rax, (int32_t)Value::kUnbound);
       a.je(slow);
     } else {
-      emit_alloc(bytes);
-      write_header(Kind::Closure, ip->ncaps);
-      a.mov(xr::rcx, (uint64_t)ip->lam);
-      a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
-      for (int k = 0; k < ip->ncaps; k++) {
-        load(xr::rcx, ip->caps[k]);
-        a.mov(xr::qword_ptr(xr::rax, closure_env + 8 * k), xr::rcx);
-      }
+      emit_closure(ip->lam, ip->ncaps, ip->caps, -1, [] {});
     }
     store(ip->x, xr::rax);
     a.jmp(done);
@@ -1444,7 +1431,7 @@ struct Emitter {
         emit_native2(ip, no_native, slow, done);
         a.bind(no_native);
       }
-      if (!ip->split && ip->op2 != AppPair) emit_fwd_unary(ip, done, slow);  // (apply_core's native1 case)
+      if (!ip->split && ip->op2 != AppPair && known_fwd_unary(ip->a)) emit_fwd_unary(ip, done, slow);  // (apply_core's native1 case)
       if (ip->split) {  // a callee with a native forward phase: called here (run_split's first case)
         Label no_split = a.newLabel(), declined = a.newLabel();
         bool two = ip->op2 == AppPair;
@@ -1643,6 +1630,12 @@ struct Emitter {
     a.jz(thrown);
     a.cmp(xr::rax, (int32_t)Value::kUnbound);
     a.je(slow);  // declined: the interpreter's call
+    native_value(ip, thrown, done);
+  }
+
+  // After a runtime call of a native form that answered: x = its value in rax, on to `done`;
+  // at `thrown` (bound here), the body leaves with the error kept.
+  void native_value(const Instr* ip, Label thrown, Label done) {
     store(ip->x, xr::rax);
     count(offsetof(WorkCounters, applications));
     a.jmp(done);
@@ -1802,18 +1795,13 @@ struct Emitter {
         if (Prim* p = known_fwd_binary(ip->a)) emit_fwd_binary(ip, p, value);  // op_app's native2 case
         a.cmp(xr::qword_ptr(xr::rdx, lambda_native2), 0);
         a.jne(slow);
-      } else {
+      } else if (known_fwd_unary(ip->a)) {
         emit_fwd_unary(ip, value, exit);  // apply_core's native1 case, for fwd_unary
       }
       a.bind(exit);
       a.mov(xr::qword_ptr(kEx, exec_f), xr::rax);
       if (ip->op2 == AppPair) {
-        emit_alloc(sizeof(Pair));
-        write_header(Kind::Pair, 0);
-        load(xr::rcx, ip->b);
-        a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rcx);
-        load(xr::rcx, ip->b2);
-        a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rcx);
+        emit_pair(ip->b, ip->b2);
       } else {
         load(xr::rax, ip->b);
       }
@@ -1853,12 +1841,7 @@ struct Emitter {
     a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
     a.jmp(declined);
     a.bind(ok);
-    store(ip->x, xr::rax);
-    count(offsetof(WorkCounters, applications));
-    a.jmp(done);
-    a.bind(thrown);
-    a.mov(xr::eax, kThrown);
-    a.jmp(ret);
+    native_value(ip, thrown, done);
     a.bind(other);
   }
 
@@ -1936,6 +1919,13 @@ struct Emitter {
     count(offsetof(WorkCounters, applications));
     a.jmp(done);
     a.bind(other);
+  }
+
+  // Whether slot r holds a unary primitive's forward version (known_rev_lambda's way) whose
+  // native1 form is fwd_unary.
+  bool known_fwd_unary(int r) {
+    Lambda* lam = known_rev_lambda(r);
+    return lam && lam->native1 == fwd_unary_form();
   }
 
   // The +, -, * or / whose forward version slot r holds (known_rev_lambda's way: a constant, or a
@@ -2453,32 +2443,11 @@ JitRuntime* runtime() {
 
 std::mutex jit_mutex;
 
-const void* j_part_stub(bool cdr) {
-  static const void* stubs[2] = {nullptr, nullptr};
-  if (stubs[cdr]) return stubs[cdr];
-  CodeHolder code;
-  code.init(runtime()->environment());
-  xr::Assembler a(&code);
-  Emitter em(a);
-  em.ret = a.newLabel();
-  Label fail = a.newLabel();
-  a.mov(xr::r8, xr::rcx);
-  a.shr(xr::r8, 48);
-  a.jnz(fail);
-  em.j_part_of_view(cdr, fail);
-  a.ret();
-  a.bind(fail);
-  a.xor_(xr::r9d, xr::r9d);
-  a.ret();
-  void* fn = nullptr;
-  if (runtime()->add(&fn, &code) != kErrorOk) return nullptr;
-  stubs[cdr] = fn;
-  return fn;
-}
-
-const void* plus_stub(int32_t free_lists_offset) {
-  static const void* stub = nullptr;
-  if (stub) return stub;
+// Assembles a stub shared by every body: `body(em, fail)` emits code that returns (`ret`) with
+// its result, or jumps to `fail`, where `on_fail` makes the "no" answer before returning. Null
+// if it could not be made.
+template <class B, class F>
+const void* make_stub(int32_t free_lists_offset, B body, F on_fail) {
   CodeHolder code;
   code.init(runtime()->environment());
   xr::Assembler a(&code);
@@ -2487,14 +2456,37 @@ const void* plus_stub(int32_t free_lists_offset) {
   em.alloc_ok = true;
   em.free_lists_offset = free_lists_offset;
   Label fail = a.newLabel();
-  em.emit_plus_body(fail);
+  body(em, fail);
   a.ret();
   a.bind(fail);
-  a.xor_(xr::eax, xr::eax);
+  on_fail(a);
   a.ret();
   void* fn = nullptr;
-  if (runtime()->add(&fn, &code) != kErrorOk) return nullptr;  // (then the sums are done without it)
-  stub = fn;
+  if (runtime()->add(&fn, &code) != kErrorOk) return nullptr;
+  return fn;
+}
+
+const void* j_part_stub(bool cdr) {
+  static const void* stubs[2] = {nullptr, nullptr};
+  if (!stubs[cdr])
+    stubs[cdr] = make_stub(
+        0,
+        [&](Emitter& em, Label fail) {
+          em.a.mov(xr::r8, xr::rcx);
+          em.a.shr(xr::r8, 48);
+          em.a.jnz(fail);
+          em.j_part_of_view(cdr, fail);
+        },
+        [](xr::Assembler& a) { a.xor_(xr::r9d, xr::r9d); });
+  return stubs[cdr];
+}
+
+const void* plus_stub(int32_t free_lists_offset) {
+  static const void* stub = nullptr;  // (if it cannot be made, the sums are done without it)
+  if (!stub)
+    stub = make_stub(
+        free_lists_offset, [](Emitter& em, Label fail) { em.emit_plus_body(fail); },
+        [](xr::Assembler& a) { a.xor_(xr::eax, xr::eax); });
   return stub;
 }
 
