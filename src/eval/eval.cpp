@@ -782,6 +782,27 @@ Value apply_split(Value f, Value arg, Pos call_pos, Value* out) { return apply_c
 
 ptrdiff_t depth_offset_from_work() { return (char*)&eval_depth - (char*)work_address(); }
 
+EnterLayout enter_layout() {
+  EnterLayout l;
+  char* w = (char*)work_address();
+  ptrdiff_t d[4] = {(char*)&current - w, (char*)&stack_limit - w, (char*)&call_records - w, (char*)&call_capacity - w};
+  l.ok = true;
+  for (ptrdiff_t x : d) l.ok = l.ok && x == (int32_t)x;
+  l.current = (int32_t)d[0];
+  l.stack_limit = (int32_t)d[1];
+  l.records = (int32_t)d[2];
+  l.capacity = (int32_t)d[3];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"  // Interp is not standard-layout; g++ lays it out plainly
+  l.depth_limit = (int32_t)offsetof(Interp, depth_limit);
+  l.interrupt = (int32_t)offsetof(Interp, interrupt);
+#pragma GCC diagnostic pop
+  l.record_bytes = (int32_t)sizeof(CallRecord);
+  l.record_pos = (int32_t)offsetof(CallRecord, pos);
+  static_assert(sizeof(std::atomic<bool>) == 1 && sizeof(Pos) == 16, "the inline frame entry reads these as laid out");
+  return l;
+}
+
 extern "C" int vlad_jit_enter(uint64_t f, const Instr* ip) {
   return jit_guard([&] {
     long depth = enter_frame(Value(f, 0), ip->src->pos);

@@ -106,5 +106,15 @@ uint64_t vlad_jit_pair(uint64_t a, uint64_t b);
 // The distance from `work` to `eval_depth` (both thread-local in one module: the same in every
 // thread), which native code decrements when a direct call returns.
 ptrdiff_t depth_offset_from_work();
+// Where vlad_jit_enter's fast path finds what it reads, for native code to do it inline: the
+// thread's variables as offsets from its WorkCounters (the same in every thread), the current
+// interpreter's fields as offsets into it, a call record's size and the offset of its position.
+struct EnterLayout {
+  bool ok = false;  // every offset fits 32 bits
+  int32_t current, stack_limit, records, capacity;  // from `work`
+  int32_t depth_limit, interrupt;                     // in Interp
+  int32_t record_bytes, record_pos;
+};
+EnterLayout enter_layout();
 
 }  // namespace vlad

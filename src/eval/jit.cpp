@@ -19,6 +19,8 @@
 #include <cstdlib>
 #include <cstddef>
 #include <mutex>
+#include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "../ad/ad.hpp"
@@ -1200,6 +1202,45 @@ struct Emitter {
   // Exec are made here on the machine stack and its code called, without apply_core.
   bool depth_offset_ok = false;
   int32_t depth_offset = 0;
+  EnterLayout enter;
+  // vlad_jit_enter for the closure in rax called at ip: inline when nothing but entering the frame
+  // is to be done (within the depth limit and the stack, the call records' capacity, no Ctrl-C
+  // pending: the call record gets the closure and ip's position); otherwise the call, which
+  // checks and does it all. Clobbers rcx, rdi, rsi and what a call does.
+  void emit_enter_frame(const Instr* ip) {
+    Label slow_enter = a.newLabel(), entered = a.newLabel();
+    if (enter.ok) {
+      a.mov(xr::rcx, xr::qword_ptr(kWork, depth_offset));
+      a.add(xr::rcx, 1);
+      a.mov(xr::rdi, xr::qword_ptr(kWork, enter.current));
+      a.cmp(xr::rcx, xr::qword_ptr(xr::rdi, enter.depth_limit));
+      a.jg(slow_enter);
+      a.cmp(xr::rsp, xr::qword_ptr(kWork, enter.stack_limit));
+      a.jb(slow_enter);
+      a.cmp(xr::rcx, xr::qword_ptr(kWork, enter.capacity));
+      a.jge(slow_enter);
+      a.cmp(xr::byte_ptr(xr::rdi, enter.interrupt), 0);
+      a.jne(slow_enter);
+      a.mov(xr::qword_ptr(kWork, depth_offset), xr::rcx);
+      a.imul(xr::rcx, xr::rcx, enter.record_bytes);
+      a.add(xr::rcx, xr::qword_ptr(kWork, enter.records));
+      a.mov(xr::qword_ptr(xr::rcx), xr::rax);
+      const Pos& pos = ip->src->pos;
+      uint64_t line_col = (uint64_t)(uint32_t)pos.line | (uint64_t)(uint32_t)pos.col << 32;
+      a.mov(xr::rdi, (uint64_t)pos.file);
+      a.mov(xr::qword_ptr(xr::rcx, enter.record_pos), xr::rdi);
+      a.mov(xr::rdi, line_col);
+      a.mov(xr::qword_ptr(xr::rcx, enter.record_pos + 8), xr::rdi);
+      a.jmp(entered);
+    }
+    a.bind(slow_enter);
+    a.mov(xr::rdi, xr::rax);
+    a.mov(xr::rsi, (uint64_t)ip);
+    call((const void*)&vlad_jit_enter);
+    a.test(xr::eax, xr::eax);
+    a.jnz(ret);  // kThrown
+    a.bind(entered);
+  }
   void leave_frame() {
     a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
     a.dec(xr::qword_ptr(kWork, depth_offset));
@@ -1472,11 +1513,7 @@ struct Emitter {
       a.cmp(xr::qword_ptr(xr::rdx, lambda_direct), 0);
       a.je(slow);
       count(offsetof(WorkCounters, applications));
-      a.mov(xr::rdi, xr::rax);
-      a.mov(xr::rsi, (uint64_t)ip);
-      call((const void*)&vlad_jit_enter);
-      a.test(xr::eax, xr::eax);
-      a.jnz(ret);  // kThrown
+      emit_enter_frame(ip);
       // the callee's Exec at rsp, its frame after it: rax = the closure, rdx = its Code
       load(xr::rax, ip->a);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
@@ -2490,6 +2527,19 @@ const void* plus_stub(int32_t free_lists_offset) {
   return stub;
 }
 
+// A line of /tmp/perf-PID.map for the body at fn: `perf report` then names native code by its
+// lambda (its name, the transforms that made it, its position), a developer's aid.
+void perf_map(void* fn, size_t size, const Lambda* lam) {
+  static FILE* f = fopen(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str(), "w");
+  if (!f) return;
+  std::string name = lam && lam->name ? lam->name : "lambda";
+  for (const Lambda* l = lam; l && l->transform; l = l->source) name = std::string(1, l->transform) + ":" + name;
+  if (lam && lam->pos.file) name += "@" + pos_string(lam->pos);
+  if (lam && lam->raw_bp) name += "(bp)";
+  fprintf(f, "%lx %zx %s\n", (unsigned long)(uintptr_t)fn, size, name.c_str());
+  fflush(f);
+}
+
 }  // namespace
 
 void jit_compile(Code* c) {
@@ -2504,6 +2554,7 @@ void jit_compile(Code* c) {
   ptrdiff_t d = depth_offset_from_work();
   em.depth_offset_ok = d == (int32_t)d;
   em.depth_offset = (int32_t)d;
+  em.enter = enter_layout();
   ptrdiff_t f = (char*)free_lists_address() - (char*)work_address();
   em.alloc_ok = f == (int32_t)f && free_list_index(sizeof(Pair)) >= 0;
   em.free_lists_offset = (int32_t)f;
@@ -2514,6 +2565,7 @@ void jit_compile(Code* c) {
     return;
   }
   c->native = reinterpret_cast<int (*)(Exec*, int, WorkCounters*, uint64_t*)>(fn);
+  if (getenv("VLAD_PERF_MAP")) perf_map(fn, code.codeSize(), c->lam);
   if (em.arg_car) {
     c->arg_x = em.arg_car->x;
     c->arg_x2 = em.arg_cdr->x;
