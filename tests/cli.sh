@@ -217,6 +217,23 @@ run "$V" --jit-threshold 0 meter.vlad
 if [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q 'needs a positive number'; then ok "--jit-threshold 0 is refused"
 else notok "--jit-threshold 0 is refused" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 
+# list-ref's reverse transform walks at once (ad/native.cpp): the gradient of (list-ref w k)
+# makes as many applications at k = 1000 as at k = 10 (the steps' transformed body made five a
+# step), and one pair a step for the one-hot sensitivity; in both tiers
+lr_counts() {  # K TIER -> "applications objects"
+  printf '(define w (map-n (lambda (i) (* 1.5 i)) 1200))\n(car ((gradient (lambda (w) (* 2 (list-ref w %s)))) w))\n' "$1" >lr.vlad
+  run "$V" --meter "--jit=$2" lr.vlad
+  [ "$OUT" = 0 ] || { echo error; return; }
+  printf '%s\n' "$ERR" | awk '/^# applications:/ { a = $NF } /^# heap objects allocated:/ { o = $NF } END { print a, o }'
+}
+for tier in off on; do
+  read -r a10 o10 <<<"$(lr_counts 10 $tier)"
+  read -r a1k o1k <<<"$(lr_counts 1000 $tier)"
+  if [ -n "$a1k" ] && [ "$a1k" = "$a10" ] && [ $((o1k - o10)) -ge 990 ] && [ $((o1k - o10)) -le 1100 ]; then
+    ok "reverse list-ref walks at once ($tier): $a10 applications at k = 10 and at k = 1000, $((o1k - o10)) more objects"
+  else notok "reverse list-ref walks at once ($tier)" "applications $a10 / $a1k, objects $o10 / $o1k"; fi
+done
+
 # ---------------------------------------------------------------- the heap limit
 # A gradient through a 10^6-step loop keeps ~200 MB of backpropagators: past a 64M limit it stops
 # with an error (not a crash, not an OOM kill); the REPL carries on after it.

@@ -74,6 +74,10 @@ Value prim_reverse(Prim* p);
 void install_native(Prim* p, Lambda* rule, char kind);
 // The forward transform f of a linear lambda (Lambda::linear_forward) gets the same native.
 void install_linear_forward(Lambda* f);
+// list-ref's reverse transform at the first level (Interp::list_ref): the walk at once, one
+// backpropagator (Interp::list_ref_bp, given its native form here) for it.
+void install_list_ref_rule(Lambda* r);
+void install_list_ref_bp(Lambda* bp);
 
 // ---- constants in reverse-transformed code ----
 // A reverse real made from a constant of the code (the reverse transform's φ of a constant), or

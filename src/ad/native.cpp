@@ -592,6 +592,64 @@ uint64_t unary_node_bar(const RevNode* n, double y) {
 }
 Value const_real_view() { return kConstRealView; }
 
+namespace {
+// A reverse pair at the first level as list-ref's walk meets it: a pair, or a view of *j of one.
+inline bool reverse_pair(Value v) { return is_pair(v) || (is_j_view(v) && view_tag(v) == kViewJ); }
+
+// (list-ref l i) in reverse mode, l a reverse list and i a first-level reverse real indexing it:
+// the element as the transformed body's steps give it (car and cdr applied to the reverse
+// values: views of *j of pairs walk without allocating), and for the i steps' chained
+// backpropagators one (bp_list_ref). Anything else (an index out of range, deeper nesting): the
+// transformed body, with its errors.
+bool rev_list_ref_s2(Closure*, Value lr, Value ir, Value* out) {
+  double x;
+  if (!plain_reverse(ir, x) || !(x >= 0 && x < 1e15) || x != std::floor(x)) return false;
+  Interp& in = *current;
+  Value cur = lr;
+  for (double k = 0; k < x; k++) {
+    if (!reverse_pair(cur)) return false;
+    cur = in.p_cdr->fn1(in.p_cdr, cur);
+  }
+  if (!reverse_pair(cur)) return false;
+  out[0] = in.p_car->fn1(in.p_car, cur);
+  Value env[2] = {lr, Value::real(x)};
+  out[1] = make_closure(in.list_ref_bp, env, 2);
+  return true;
+}
+
+bool rev_list_ref_s1(Closure* c, Value xr, Value* out) {
+  if (!reverse_pair(xr)) return false;
+  Interp& in = *current;
+  return rev_list_ref_s2(c, in.p_car->fn1(in.p_car, xr), in.p_cdr->fn1(in.p_cdr, xr), out);
+}
+
+// What %list-ref-bp's lambda computes: (f̄ . (l̄ . ī)), f̄ the zero of list-ref (no free
+// variables: the procedure itself), l̄ the zeros of l's first i elements, then (ȳ . the zero of
+// the rest), ī zero.
+bool bp_list_ref(Closure* c, Value y, Value* out) {
+  Interp& in = *current;
+  Value cur = c->env[0], head = Value::nil();
+  Pair* last = nullptr;
+  double x = c->env[1].as_real();
+  for (double k = 0; k < x; k++) {
+    Value p = cons(rzero(in.p_car->fn1(in.p_car, cur)), Value::nil());
+    if (last) last->cdr = p;
+    else head = p;
+    last = static_cast<Pair*>(p.as_obj());
+    cur = in.p_cdr->fn1(in.p_cdr, cur);
+  }
+  Value tail = cons(y, rzero(in.p_cdr->fn1(in.p_cdr, cur)));
+  if (last) last->cdr = tail;
+  else head = tail;
+  out[0] = zero_of(closure_of(in.list_ref, nullptr));  // (its constants are free variables: zeros)
+  out[1] = cons(head, Value::real(0));
+  return true;
+}
+}  // namespace
+
+void install_list_ref_rule(Lambda* r) { set_rule2<rev_list_ref_s1, rev_list_ref_s2>(r); }
+void install_list_ref_bp(Lambda* bp) { set_bp<bp_list_ref>(bp); }
+
 void install_linear_forward(Lambda* f) {
   Lambda* m = f->source;
   if (!m || !m->linear_forward || !m->free.empty() || f->transform != 'F') return;

@@ -583,6 +583,7 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
   for (;;) {
     if (!is(end, Kind::Closure) || !static_cast<Closure*>(end.as_obj())->lambda->raw_bp) break;
     Closure* c = static_cast<Closure*>(end.as_obj());
+    if (c->lambda->native_back) break;  // back_call runs it natively
     Code* code = code_of(c->lambda);
     nslots = std::max(nslots, code->nslots);
     if (!code->chain_head) {

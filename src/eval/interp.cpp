@@ -55,6 +55,14 @@ Interp::Interp() {
   run_text(*this, prelude_source, "<prelude>", opt, [](Value, Pos) {});
   // %zero-bp makes the backpropagators of comparisons and predicates: raw, like every rule's.
   mark_raw_backpropagator(static_cast<Closure*>(cell(intern("%zero-bp"), true)->value.as_obj())->lambda);
+  Lambda* lrb = static_cast<Closure*>(cell(intern("%list-ref-bp"), true)->value.as_obj())->lambda;
+  mark_raw_backpropagator(lrb);
+  for (Binding& b : lrb->body->binds)
+    if (b.op == Op::Lambda) list_ref_bp = b.lam;
+  list_ref = static_cast<Closure*>(cell(intern("list-ref"), true)->value.as_obj())->lambda;
+  p_car = prim("car");
+  p_cdr = prim("cdr");
+  install_list_ref_bp(list_ref_bp);
   tangent_of = cell(intern("%tangent-of"), true)->value;
   for (Binding& b : static_cast<Closure*>(tangent_of.as_obj())->lambda->body->binds)
     if (b.op == Op::Lambda) tangent_fn = b.lam;

@@ -45,6 +45,10 @@ struct Interp {
   // `tangent_fn` the inner lambda (docs/language.md, "Derivatives of functions").
   Value tangent_of = Value::unbound();
   Lambda* tangent_fn = nullptr;
+  // The prelude's list-ref, whose reverse transform walks at once at the first level, and the
+  // backpropagator it makes (the lambda of %list-ref-bp's closures), with car and cdr.
+  Lambda *list_ref = nullptr, *list_ref_bp = nullptr;
+  Prim *p_car = nullptr, *p_cdr = nullptr;
 
   Interp();
   // (destroy_interp ends one: its cells and primitives are roots until then)
