@@ -627,6 +627,7 @@ bool rev_list_ref_s1(Closure* c, Value xr, Value* out) {
 // variables: the procedure itself), l̄ the zeros of l's first i elements, then (ȳ . the zero of
 // the rest), ī zero.
 bool bp_list_ref(Closure* c, Value y, Value* out) {
+  if (y.is_zero_sens()) return false;  // (the body completes the placeholder zero)
   Interp& in = *current;
   Value cur = c->env[0], head = Value::nil();
   Pair* last = nullptr;

@@ -2,6 +2,8 @@
 // Transformed pairs are pairs of transformed values (paper §4, the pair notation (v1 ,x v2)), so
 // only reals and other tags carry explicit tags; closures carry theirs on their lambda.
 // Zeros are lazy (paper, end of §4): a LazyZero stands for the zero of a value until inspected.
+#include <cstring>
+
 #include "../eval/interp.hpp"
 #include "../prims/prims.hpp"
 #include "ad.hpp"
@@ -14,7 +16,9 @@ namespace {
 // results for the pairs it has already met are reused, so a DAG of n pairs costs O(n) even when
 // it unfolds to 2^n leaves. Shallow structures (the common tuples) skip the table.
 // The table: open addressing over (a, b) keys, in memory the collector scans (it holds the
-// results), made when a walk first gets deep and freed when it ends.
+// results), made when a walk first gets deep; when the walk ends a small table is emptied and
+// kept for the next (a sum of two lists of 17 made and freed one each time, taking the
+// collector's lock twice), a large one freed.
 struct PairMemo {
   struct Entry {
     Value a, b, r;  // a.bits == 0: empty
@@ -50,7 +54,13 @@ struct PairMemo {
     *e = Entry{a, b, r};
   }
   void release() {
-    if (table) gc_free_uncollectable(table);
+    if (!table) return;
+    if (mask < 256) {
+      if (used) memset(static_cast<void*>(table), 0, sizeof(Entry) * (mask + 1));
+      used = 0;
+      return;
+    }
+    gc_free_uncollectable(table);
     table = nullptr;
   }
 };

@@ -583,7 +583,6 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
   for (;;) {
     if (!is(end, Kind::Closure) || !static_cast<Closure*>(end.as_obj())->lambda->raw_bp) break;
     Closure* c = static_cast<Closure*>(end.as_obj());
-    if (c->lambda->native_back) break;  // back_call runs it natively
     Code* code = code_of(c->lambda);
     nslots = std::max(nslots, code->nslots);
     if (!code->chain_head) {
@@ -599,7 +598,9 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
   Value halves[2];
   Exit e = Exit::Pair;
   try {
-    if (direct) {
+    if (direct && direct->lambda->native_back && direct->lambda->native_back(direct, y, halves)) {
+      // (a native form of the last backpropagator: the halves; when it declines, its body)
+    } else if (direct) {
       fr[0] = y;
       ex.env = direct->env;
       ex.self = Value::obj(direct);
