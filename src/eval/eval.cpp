@@ -570,6 +570,18 @@ inline void keep_alive(Value v) { asm volatile("" : : "r"(v.bits) : "memory"); }
 // Runs the raw backpropagator cl on ȳ; the halves of its (f̄ . x̄) into out (returns unbound) or,
 // for a body that returns a single value, that value.
 Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
+  const Code* lone = code_of(cl->lambda);
+  if (!lone->chain_head && !cl->lambda->native_back) {  // no chain to walk: its body, as below
+    CallFrame frame(Value::obj(cl), pos);
+    Value* fr = static_cast<Value*>(alloca(sizeof(Value) * std::max(1, lone->nslots)));
+    Exec ex{fr, cl->env, Value::obj(cl), Value(), Value(), Value(), Value(), nullptr, 0, Pos()};
+    fr[0] = y;
+    if (ex.run(lone) != Exit::Pair) return ex.r1;
+    if (!out) return cons(ex.r1, ex.r2);
+    out[0] = ex.r1;
+    out[1] = ex.r2;
+    return Value::unbound();
+  }
   CallFrame frame(Value::obj(cl), pos);
   if (!chain_stack) chain_stack = new std::vector<Closure*>();
   std::vector<Closure*>& stack = *chain_stack;  // not scanned: `root` keeps the chain alive
