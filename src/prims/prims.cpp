@@ -91,10 +91,15 @@ Value forced(Value v) { return is_lazy(v) ? force(v) : v; }
 // (*j P) of a pair P, seen without making it (ad.hpp: data views)
 inline bool j_pair_view(Value v) { return is_j_view(v) && view_tag(v) == kViewJ; }
 
-Value p_nullp(Prim*, Value v) { return Value::boolean(!j_pair_view(v) && forced(v).is_nil()); }
-Value p_booleanp(Prim*, Value v) { return Value::boolean(!j_pair_view(v) && forced(v).is_bool()); }
+// (*j x) of a pair's part x that is not a pair, (), or a boolean (j_part), or the zero of a
+// pair: known without making them (a reverse real, for W7's tests of its tree's parts)
+inline bool j_atom_view(Value v) { return is_j_view(v) && view_tag(v) != kViewJ; }
+inline bool pair_view(Value v) { return j_pair_view(v) || is_zero_view(v); }
+
+Value p_nullp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_nil()); }
+Value p_booleanp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_bool()); }
 Value p_realp(Prim*, Value v) { return Value::boolean(strip_tags(v).is_real()); }
-Value p_pairp(Prim*, Value v) { return Value::boolean(j_pair_view(v) || is_pair(forced(v))); }
+Value p_pairp(Prim*, Value v) { return Value::boolean(pair_view(v) || (!j_atom_view(v) && is_pair(forced(v)))); }
 Value p_procedurep(Prim*, Value v) {
   if (v.is_view() && !is_data_view(v)) return Value::boolean(true);  // a backpropagator
   v = forced(v);
