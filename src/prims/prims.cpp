@@ -91,9 +91,10 @@ Value forced(Value v) { return is_lazy(v) ? force(v) : v; }
 // (*j P) of a pair P, seen without making it (ad.hpp: data views)
 inline bool j_pair_view(Value v) { return is_j_view(v) && view_tag(v) == kViewJ; }
 
-// (*j x) of a pair's part x that is not a pair, (), or a boolean (j_part), or the zero of a
-// pair: known without making them (a reverse real, for W7's tests of its tree's parts)
-inline bool j_atom_view(Value v) { return is_j_view(v) && view_tag(v) != kViewJ; }
+// (*j x) of a real x in a pair, or the zero of a pair: known without making them (a reverse real
+// for each of W7's tests of its tree's parts). (A view of *j of a pair's other parts can stand
+// for a lazy value, a zero or a *j of a pair: that is forced.)
+inline bool j_atom_view(Value v) { return is_j_view(v) && view_tag(v) != kViewJ && j_view_part(v).is_real(); }
 inline bool pair_view(Value v) { return j_pair_view(v) || is_zero_view(v); }
 
 Value p_nullp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_nil()); }
