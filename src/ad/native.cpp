@@ -601,10 +601,29 @@ inline bool reverse_pair(Value v) { return is_pair(v) || (is_j_view(v) && view_t
 // values: views of *j of pairs walk without allocating), and for the i steps' chained
 // backpropagators one (bp_list_ref). Anything else (an index out of range, deeper nesting): the
 // transformed body, with its errors.
+// The pair of a list under a view of *j of it (data: a list W6's weights, say) after x steps
+// down its cdrs, walked in the data itself; null when a step meets no plain pair (then the walk
+// on the reverse values decides).
+Pair* data_walk(Value lr, double x) {
+  if (!is_j_view(lr) || view_tag(lr) != kViewJ) return nullptr;
+  Pair* p = static_cast<Pair*>(view_obj(lr));
+  for (double k = 0; k < x; k++) {
+    if (!is_pair(p->cdr)) return nullptr;
+    p = static_cast<Pair*>(p->cdr.as_obj());
+  }
+  return p;
+}
+
 bool rev_list_ref_s2(Closure*, Value lr, Value ir, Value* out) {
   double x;
   if (!plain_reverse(ir, x) || !(x >= 0 && x < 1e15) || x != std::floor(x)) return false;
   Interp& in = *current;
+  Value env[2] = {lr, Value::real(x)};
+  if (Pair* p = data_walk(lr, x)) {  // (car and cdr of such views are j_part of its pairs)
+    out[0] = j_part(p, false);
+    out[1] = make_closure(in.list_ref_bp, env, 2);
+    return true;
+  }
   Value cur = lr;
   for (double k = 0; k < x; k++) {
     if (!reverse_pair(cur)) return false;
@@ -612,7 +631,6 @@ bool rev_list_ref_s2(Closure*, Value lr, Value ir, Value* out) {
   }
   if (!reverse_pair(cur)) return false;
   out[0] = in.p_car->fn1(in.p_car, cur);
-  Value env[2] = {lr, Value::real(x)};
   out[1] = make_closure(in.list_ref_bp, env, 2);
   return true;
 }
@@ -632,14 +650,24 @@ bool bp_list_ref(Closure* c, Value y, Value* out) {
   Value cur = c->env[0], head = Value::nil();
   Pair* last = nullptr;
   double x = c->env[1].as_real();
-  for (double k = 0; k < x; k++) {
-    Value p = cons(rzero(in.p_car->fn1(in.p_car, cur)), Value::nil());
+  auto append = [&](Value z) {
+    Value p = cons(z, Value::nil());
     if (last) last->cdr = p;
     else head = p;
     last = static_cast<Pair*>(p.as_obj());
-    cur = in.p_cdr->fn1(in.p_cdr, cur);
+  };
+  Value tail;
+  if (Pair* end = data_walk(cur, x)) {  // rzero of j_part(p, side) is the zero of that part
+    for (Pair* p = static_cast<Pair*>(view_obj(cur)); p != end; p = static_cast<Pair*>(p->cdr.as_obj()))
+      append(zero_of(p->car));
+    tail = cons(y, zero_of(end->cdr));
+  } else {
+    for (double k = 0; k < x; k++) {
+      append(rzero(in.p_car->fn1(in.p_car, cur)));
+      cur = in.p_cdr->fn1(in.p_cdr, cur);
+    }
+    tail = cons(y, rzero(in.p_cdr->fn1(in.p_cdr, cur)));
   }
-  Value tail = cons(y, rzero(in.p_cdr->fn1(in.p_cdr, cur)));
   if (last) last->cdr = tail;
   else head = tail;
   out[0] = zero_of(closure_of(in.list_ref, nullptr));  // (its constants are free variables: zeros)
