@@ -3,6 +3,7 @@
 // only reals and other tags carry explicit tags; closures carry theirs on their lambda.
 // Zeros are lazy (paper, end of §4): a LazyZero stands for the zero of a value until inspected.
 #include <cstring>
+#include <vector>
 
 #include "../eval/interp.hpp"
 #include "../prims/prims.hpp"
@@ -323,8 +324,54 @@ Value env_ref(Value v, int index, Lambda* lam) {
 namespace {
 Value plus_rest(Value a, Value b);
 
+// The sum of two pairs: along the cdrs in a loop, the cars recursively, so that a long list is no
+// deeper than its elements (walked recursively, a list of 17 went 9 levels past the depth where
+// the memo table starts, a hash insert a pair). Sharing is kept as memo_pair keeps it: once the
+// table is in use, each step looks its pair up and, at the end, records its sum, the suffix.
+thread_local std::vector<Value>* plus_spine = nullptr;  // (a, b, sum) of steps to record; not
+                                                       // scanned: a, b and the sums are held
 __attribute__((noinline)) Value plus_pairs(Value a, Value b) {
-  return memo_pair(plus_memo, a, b, [&] { return cons(plus(car(a), car(b)), plus(cdr(a), cdr(b))); });
+  PairMemo& m = plus_memo;
+  if (m.depth >= 8 && !m.table) m.make(64);
+  m.depth++;
+  struct Leave {
+    PairMemo& m;
+    size_t mark;
+    ~Leave() {
+      plus_spine->resize(mark);
+      if (--m.depth == 0) m.release();
+    }
+  };
+  if (!plus_spine) plus_spine = new std::vector<Value>();
+  Leave leave{m, plus_spine->size()};
+  Value head = Value::nil(), tail;
+  Pair* last = nullptr;
+  for (;;) {
+    if (m.table) {
+      PairMemo::Entry* e = m.slot(a.bits, b.bits);
+      if (e->a.bits) {
+        tail = e->r;
+        break;
+      }
+    }
+    Value cell = cons(plus(car(a), car(b)), Value::nil());
+    if (last) last->cdr = cell;
+    else head = cell;
+    last = static_cast<Pair*>(cell.as_obj());
+    if (m.table) plus_spine->insert(plus_spine->end(), {a, b, cell});
+    Value da = cdr(a), db = cdr(b);
+    if (!is(da, Kind::Pair) || !is(db, Kind::Pair)) {
+      tail = plus(da, db);
+      break;
+    }
+    a = da;
+    b = db;
+  }
+  if (last) last->cdr = tail;
+  else head = tail;
+  std::vector<Value>& sp = *plus_spine;
+  for (size_t i = leave.mark; i + 2 < sp.size(); i += 3) m.insert(sp[i], sp[i + 1], sp[i + 2]);
+  return head;
 }
 }  // namespace
 
