@@ -659,7 +659,7 @@ bool bp_list_ref(Closure* c, Value y, Value* out) {
   Value tail;
   if (Pair* end = data_walk(cur, x)) {  // rzero of j_part(p, side) is the zero of that part
     for (Pair* p = static_cast<Pair*>(view_obj(cur)); p != end; p = static_cast<Pair*>(p->cdr.as_obj()))
-      append(zero_of(p->car));
+      append(p->car.is_real() ? Value::real(0) : zero_of(p->car));
     tail = cons(y, zero_of(end->cdr));
   } else {
     for (double k = 0; k < x; k++) {
