@@ -78,6 +78,9 @@ void install_linear_forward(Lambda* f);
 // backpropagator (Interp::list_ref_bp, given its native form here) for it.
 void install_list_ref_rule(Lambda* r);
 void install_list_ref_bp(Lambda* bp);
+// equal?'s reverse transform at the first level (Interp::equal_p): the comparison of the data two
+// reverse values stand for, at once, with the zero backpropagator its body's way out makes.
+void install_equal_rule(Lambda* r);
 
 // ---- constants in reverse-transformed code ----
 // A reverse real made from a constant of the code (the reverse transform's φ of a constant), or

@@ -676,6 +676,79 @@ bool bp_list_ref(Closure* c, Value y, Value* out) {
 }
 }  // namespace
 
+namespace {
+// The prelude's equal? on plain data: 1 or 0, or -1 for anything it would have to look at that is
+// not plain (a view, a lazy value, a tagged value): then the transformed body decides.
+enum DataKind { D_REAL, D_NIL, D_BOOL, D_PAIR, D_OTHER, D_UNKNOWN };
+DataKind data_kind(Value v) {
+  if (v.is_real()) return D_REAL;
+  if (v.is_nil()) return D_NIL;
+  if (v.is_bool()) return D_BOOL;
+  if (!v.is_obj() || v.is_view()) return D_UNKNOWN;
+  switch (kind_of(v)) {
+    case Kind::Pair: return D_PAIR;
+    case Kind::String:
+    case Kind::Closure:
+    case Kind::Prim: return D_OTHER;  // (equal? gives #f for them, whatever the other)
+    default: return D_UNKNOWN;
+  }
+}
+int data_equal(Value a, Value b) {
+  for (;;) {
+    DataKind ka = data_kind(a);
+    if (ka == D_OTHER) return 0;
+    if (ka == D_UNKNOWN) return -1;
+    DataKind kb = data_kind(b);
+    if (kb == D_UNKNOWN) return -1;
+    if (ka != kb) return 0;
+    if (ka == D_REAL) {
+      meter_count(current->p_num_eq);  // (the body's `=`, counted as it counted it)
+      return a.as_real() == b.as_real();
+    }
+    if (ka != D_PAIR) return a == b;  // () or booleans
+    int r = data_equal(static_cast<Pair*>(a.as_obj())->car, static_cast<Pair*>(b.as_obj())->car);
+    if (r != 1) return r;
+    a = static_cast<Pair*>(a.as_obj())->cdr;
+    b = static_cast<Pair*>(b.as_obj())->cdr;
+  }
+}
+
+// A first-level reverse value as the plain data it stands for: a reverse real's real, a view of
+// *j of a pair's pair, () and booleans themselves; unbound for anything else.
+Value reverse_data(Value v) {
+  double x;
+  if (plain_reverse(v, x)) return Value::real(x);
+  if (is_j_view(v) && view_tag(v) == kViewJ) return Value::obj(view_obj(v));
+  if (v.is_nil() || v.is_bool()) return v;
+  return Value::unbound();
+}
+
+bool rev_equal_compare(Value a, Value b, Value* out) {
+  Value da = reverse_data(a), db = reverse_data(b);
+  if (da.is_unbound() || db.is_unbound()) return false;
+  int r = data_equal(da, db);
+  if (r < 0) return false;
+  out[0] = Value::boolean(r == 1);
+  return true;
+}
+
+bool rev_equal_s2(Closure* c, Value a, Value b, Value* out) {
+  if (!rev_equal_compare(a, b, out)) return false;
+  out[1] = zero_backpropagator(Value::obj(c), cons(a, b));
+  return true;
+}
+
+bool rev_equal_s1(Closure* c, Value xr, Value* out) {
+  if (!reverse_pair(xr)) return false;
+  Interp& in = *current;
+  if (!rev_equal_compare(in.p_car->fn1(in.p_car, xr), in.p_cdr->fn1(in.p_cdr, xr), out)) return false;
+  out[1] = zero_backpropagator(Value::obj(c), xr);
+  return true;
+}
+}  // namespace
+
+void install_equal_rule(Lambda* r) { set_rule2<rev_equal_s1, rev_equal_s2>(r); }
+
 void install_list_ref_rule(Lambda* r) { set_rule2<rev_list_ref_s1, rev_list_ref_s2>(r); }
 void install_list_ref_bp(Lambda* bp) { set_bp<bp_list_ref>(bp); }
 

@@ -60,8 +60,10 @@ Interp::Interp() {
   for (Binding& b : lrb->body->binds)
     if (b.op == Op::Lambda) list_ref_bp = b.lam;
   list_ref = static_cast<Closure*>(cell(intern("list-ref"), true)->value.as_obj())->lambda;
+  equal_p = static_cast<Closure*>(cell(intern("equal?"), true)->value.as_obj())->lambda;
   p_car = prim("car");
   p_cdr = prim("cdr");
+  p_num_eq = prim("=");
   install_list_ref_bp(list_ref_bp);
   tangent_of = cell(intern("%tangent-of"), true)->value;
   for (Binding& b : static_cast<Closure*>(tangent_of.as_obj())->lambda->body->binds)
