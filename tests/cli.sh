@@ -234,6 +234,16 @@ for tier in off on; do
   else notok "reverse list-ref walks at once ($tier)" "applications $a10 / $a1k, objects $o10 / $o1k"; fi
 done
 
+# equal?'s reverse transform compares data at once and counts the `=` the body would have: the
+# same count when it compares plain lists (3) and when a lazy part sends it to the body (3)
+printf '(define r ((*j equal?) (*j (cons (list 1 2 (zero (list 3))) (list 1 2 (list 0))))))\n(*j-inverse (car r))\n(define r2 ((*j equal?) (*j (cons (list 1 2 3) (list 1 2 3)))))\n(*j-inverse (car r2))\n' >eqm.vlad
+for tier in off on; do
+  run "$V" --meter "--jit=$tier" eqm.vlad
+  if [ "$OUT" = "$(printf '#t\n#t')" ] && printf '%s\n' "$ERR" | grep -qx '= 6' && printf '%s\n' "$ERR" | grep -qx 'total primitive operations: 6'; then
+    ok "reverse equal? counts its comparisons as its body does ($tier)"
+  else notok "reverse equal? counts its comparisons as its body does ($tier)" "stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+done
+
 # ---------------------------------------------------------------- the heap limit
 # A gradient through a 10^6-step loop keeps ~200 MB of backpropagators: past a 64M limit it stops
 # with an error (not a crash, not an OOM kill); the REPL carries on after it.

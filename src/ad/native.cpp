@@ -596,11 +596,6 @@ namespace {
 // A reverse pair at the first level as list-ref's walk meets it: a pair, or a view of *j of one.
 inline bool reverse_pair(Value v) { return is_pair(v) || (is_j_view(v) && view_tag(v) == kViewJ); }
 
-// (list-ref l i) in reverse mode, l a reverse list and i a first-level reverse real indexing it:
-// the element as the transformed body's steps give it (car and cdr applied to the reverse
-// values: views of *j of pairs walk without allocating), and for the i steps' chained
-// backpropagators one (bp_list_ref). Anything else (an index out of range, deeper nesting): the
-// transformed body, with its errors.
 // The pair of a list under a view of *j of it (data: a list W6's weights, say) after x steps
 // down its cdrs, walked in the data itself; null when a step meets no plain pair (then the walk
 // on the reverse values decides).
@@ -614,6 +609,11 @@ Pair* data_walk(Value lr, double x) {
   return p;
 }
 
+// (list-ref l i) in reverse mode, l a reverse list and i a first-level reverse real indexing it:
+// the element as the transformed body's steps give it (car and cdr applied to the reverse
+// values: views of *j of pairs walk without allocating), and for the i steps' chained
+// backpropagators one (bp_list_ref). Anything else (an index out of range, deeper nesting): the
+// transformed body, with its errors.
 bool rev_list_ref_s2(Closure*, Value lr, Value ir, Value* out) {
   double x;
   if (!plain_reverse(ir, x) || !(x >= 0 && x < 1e15) || x != std::floor(x)) return false;
@@ -641,9 +641,9 @@ bool rev_list_ref_s1(Closure* c, Value xr, Value* out) {
   return rev_list_ref_s2(c, in.p_car->fn1(in.p_car, xr), in.p_cdr->fn1(in.p_cdr, xr), out);
 }
 
-// What %list-ref-bp's lambda computes: (f̄ . (l̄ . ī)), f̄ the zero of list-ref (no free
-// variables: the procedure itself), l̄ the zeros of l's first i elements, then (ȳ . the zero of
-// the rest), ī zero.
+// What %list-ref-bp's lambda computes: (f̄ . (l̄ . ī)), f̄ the zero of list-ref (whose constants,
+// as free variables, are zeros), l̄ the zeros of l's first i elements, then (ȳ . the zero of the
+// rest), ī zero.
 bool bp_list_ref(Closure* c, Value y, Value* out) {
   if (y.is_zero_sens()) return false;  // (the body completes the placeholder zero)
   Interp& in = *current;
@@ -693,7 +693,8 @@ DataKind data_kind(Value v) {
     default: return D_UNKNOWN;
   }
 }
-int data_equal(Value a, Value b) {
+// (`compares` counts the `=` the body would have applied.)
+int data_equal(Value a, Value b, uint64_t& compares) {
   for (;;) {
     DataKind ka = data_kind(a);
     if (ka == D_OTHER) return 0;
@@ -702,11 +703,11 @@ int data_equal(Value a, Value b) {
     if (kb == D_UNKNOWN) return -1;
     if (ka != kb) return 0;
     if (ka == D_REAL) {
-      meter_count(current->p_num_eq);  // (the body's `=`, counted as it counted it)
+      compares++;
       return a.as_real() == b.as_real();
     }
     if (ka != D_PAIR) return a == b;  // () or booleans
-    int r = data_equal(static_cast<Pair*>(a.as_obj())->car, static_cast<Pair*>(b.as_obj())->car);
+    int r = data_equal(static_cast<Pair*>(a.as_obj())->car, static_cast<Pair*>(b.as_obj())->car, compares);
     if (r != 1) return r;
     a = static_cast<Pair*>(a.as_obj())->cdr;
     b = static_cast<Pair*>(b.as_obj())->cdr;
@@ -726,8 +727,10 @@ Value reverse_data(Value v) {
 bool rev_equal_compare(Value a, Value b, Value* out) {
   Value da = reverse_data(a), db = reverse_data(b);
   if (da.is_unbound() || db.is_unbound()) return false;
-  int r = data_equal(da, db);
-  if (r < 0) return false;
+  uint64_t compares = 0;
+  int r = data_equal(da, db, compares);
+  if (r < 0) return false;  // (the body will count its `=` itself)
+  current->meter[current->p_num_eq->id] += compares;  // as the body's `=` counted them
   out[0] = Value::boolean(r == 1);
   return true;
 }
