@@ -476,8 +476,12 @@ Value forward_part(const char* who, Value v, int part);
 
 // bundle with the tangent already unwrapped from its perturbation tag.
 Value bundle_raw(Value p, Value t) {
-  if (is_zero_view(t)) t = force(t);
   p = unview(p);
+  if (is_zero_view(t) && is(p, Kind::Pair)) {  // (j*): the parts of the zero, not the zero made
+    Pair* q = static_cast<Pair*>(view_obj(t));
+    return memo_pair(bundle_memo, p, t, [&] { return cons(bundle_raw(car(p), zero_of(q->car)), bundle_raw(cdr(p), zero_of(q->cdr))); });
+  }
+  if (is_zero_view(t)) t = force(t);
   t = unview(t);
   bool tangent_zero = false;  // t is the zero of a closure p (j*)
   if (is(t, Kind::Zero)) {
