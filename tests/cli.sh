@@ -356,6 +356,17 @@ T send-keys -t vlad C-c
 repl_check "Ctrl-C interrupts a running evaluation" 'interrupted' 5
 type_line '(sq 20)'
 repl_check "recovers after Ctrl-C" '^400$' 5
+# a value whose parts are shared prints as large as it unfolds (2^60 leaves): Ctrl-C stops that too
+before=$(count 'interrupted')
+type_line '(define (dag k) (if (= k 0) 1 (let ((p (dag (- k 1)))) (cons p p))))'
+type_line '(dag 60)'
+sleep 1
+T send-keys -t vlad C-c
+for _ in $(seq 50); do [ "$(count 'interrupted')" -gt "$before" ] && break; sleep 0.1; done
+if [ "$(count 'interrupted')" -gt "$before" ]; then ok "repl: Ctrl-C interrupts printing a huge shared structure"
+else notok "repl: Ctrl-C interrupts printing a huge shared structure" "$(pane | grep -v '^$' | tail -4 | tr '\n' '|')"; fi
+type_line '(sq 21)'
+repl_check "recovers after an interrupted print" '^441$' 5
 T send-keys -t vlad C-d
 repl_check "Ctrl-D exits with status 0" '^\[vlad exited with status 0\]$' 5
 if [ -f "$HOME/.vlad_history" ] && grep -q 'sq' "$HOME/.vlad_history"; then ok "repl: history written to ~/.vlad_history"

@@ -799,6 +799,11 @@ Value apply(Value f, Value arg, Pos call_pos) { return apply_core(f, arg, call_p
 
 Value apply_split(Value f, Value arg, Pos call_pos, Value* out) { return apply_core(f, arg, call_pos, out); }
 
+void poll_interrupt() {
+  Interp* in = current;
+  if (in && in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
+}
+
 ptrdiff_t depth_offset_from_work() { return (char*)&eval_depth - (char*)work_address(); }
 
 EnterLayout enter_layout() {

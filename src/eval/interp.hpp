@@ -80,6 +80,9 @@ gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const st
 
 // ---- evaluation (eval.cpp) ----
 Value apply(Value f, Value arg, Pos call_pos = Pos());
+// Raises "interrupted" when this thread's interpreter has been interrupted (Ctrl-C): for long
+// walks outside evaluation (printing).
+void poll_interrupt();
 // Applies f to arg for a caller that takes the result pair apart at once: when the callee delivers
 // the two halves (a reverse-transformed body, a native reverse rule) they go to out[0], out[1]
 // and unbound is returned; otherwise the result is returned, to be taken apart by the caller.

@@ -97,9 +97,7 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
     finish();
     return;
   }
-  // Blocked in the join, this thread need not be stopped by signals at every collection (its
-  // stack up to here is still scanned).
-  GC_do_blocking([](void* t) -> void* { pthread_join(*static_cast<pthread_t*>(t), nullptr); return nullptr; }, &th);
+  pthread_join(th, nullptr);
   munmap(stack, size);
   if (job.error) std::rethrow_exception(job.error);
 }

@@ -5,6 +5,7 @@
 
 #include "../ad/ad.hpp"
 #include "../eval/ast.hpp"
+#include "../eval/interp.hpp"
 #include "../prims/prims.hpp"
 
 namespace vlad {
@@ -27,12 +28,18 @@ std::string format_real(double d) {
 
 namespace {
 
-
+// A structure whose parts are shared prints as large as it unfolds (2^60 leaves for 60 conses of
+// a pair with itself): every few thousand nodes, Ctrl-C (or the host's interrupt) stops it.
+inline void poll() {
+  static thread_local unsigned nodes = 0;
+  if ((++nodes & 4095) == 0) poll_interrupt();
+}
 
 // True when every real leaf of v is wrapped in tag kind k (and at least one leaf is): such a pair
 // structure is the distributed form of one tagged pair, and prints with the tag at the root.
 bool distributed(Value v, Kind k, int& found) {
   for (;;) {
+    poll();
     v = force(v);
     if (v.is_real()) return false;
     if (!v.is_obj()) return true;
@@ -46,6 +53,7 @@ bool distributed(Value v, Kind k, int& found) {
 
 // Takes the distributed form apart: part 0 is the primal (or untagged value), part 1 the tangent.
 Value project(Value v, Kind k, int part) {
+  poll();
   v = force(v);
   if (!v.is_obj()) return v;
   Kind vk = kind_of(v);
@@ -75,6 +83,7 @@ void write_tagged_root(std::string& out, Value v, Kind k, bool display) {
 }
 
 void write(std::string& out, Value v, bool display) {
+  poll();
   if (v.is_real()) { out += format_real(v.as_real()); return; }
   if (v.is_nil()) { out += "()"; return; }
   if (v.is_bool()) { out += v.is_false() ? "#f" : "#t"; return; }
@@ -91,6 +100,7 @@ void write(std::string& out, Value v, bool display) {
       write(out, car(v), display);
       Value p = force(cdr(v));
       while (is_pair(p)) {
+        poll();
         out += " ";
         write(out, car(p), display);
         p = force(cdr(p));
