@@ -74,13 +74,14 @@ Value prim_reverse(Prim* p);
 void install_native(Prim* p, Lambda* rule, char kind);
 // The forward transform f of a linear lambda (Lambda::linear_forward) gets the same native.
 void install_linear_forward(Lambda* f);
-// list-ref's reverse transform at the first level (Interp::list_ref): the walk at once, one
-// backpropagator (Interp::list_ref_bp, given its native form here) for it.
-void install_list_ref_rule(Lambda* r);
+// Frees this thread's memo tables (at the end of a thread that evaluated).
+void release_ad_tables();
+// The reverse transform r of a prelude lambda with a native first-level form, when lam is one:
+// list-ref's walks at once, with one backpropagator (Interp::list_ref_bp, whose native form
+// install_list_ref_bp gives); equal?'s compares the data two reverse values stand for at once,
+// with the zero backpropagator its body's way out makes.
+void install_prelude_rule(Lambda* lam, Lambda* r);
 void install_list_ref_bp(Lambda* bp);
-// equal?'s reverse transform at the first level (Interp::equal_p): the comparison of the data two
-// reverse values stand for, at once, with the zero backpropagator its body's way out makes.
-void install_equal_rule(Lambda* r);
 
 // ---- constants in reverse-transformed code ----
 // A reverse real made from a constant of the code (the reverse transform's φ of a constant), or
@@ -151,6 +152,8 @@ inline Value view_of(Value obj, ViewTag tag) { return Value(obj.bits | tag, 0); 
 inline bool is_j_view(Value v) {
   return v.is_view() && (v.bits >> 48) == 0 && view_tag(v) >= kViewJ && view_tag(v) <= kViewJCdr;
 }
+// (*j P) of a pair P, seen without making it.
+inline bool is_j_pair_view(Value v) { return is_j_view(v) && view_tag(v) == kViewJ; }
 inline bool is_zero_view(Value v) { return v.is_view() && (v.bits >> 48) == 0 && view_tag(v) == kViewZero; }
 inline bool is_data_view(Value v) { return is_j_view(v) || is_zero_view(v); }
 // (*j x) for a part x of a pair P (cdr_side: x = (cdr P)), at the first level, lazily.

@@ -594,13 +594,13 @@ Value const_real_view() { return kConstRealView; }
 
 namespace {
 // A reverse pair at the first level as list-ref's walk meets it: a pair, or a view of *j of one.
-inline bool reverse_pair(Value v) { return is_pair(v) || (is_j_view(v) && view_tag(v) == kViewJ); }
+inline bool reverse_pair(Value v) { return is_pair(v) || is_j_pair_view(v); }
 
 // The pair of a list under a view of *j of it (data: a list W6's weights, say) after x steps
 // down its cdrs, walked in the data itself; null when a step meets no plain pair (then the walk
 // on the reverse values decides).
 Pair* data_walk(Value lr, double x) {
-  if (!is_j_view(lr) || view_tag(lr) != kViewJ) return nullptr;
+  if (!is_j_pair_view(lr)) return nullptr;
   Pair* p = static_cast<Pair*>(view_obj(lr));
   for (double k = 0; k < x; k++) {
     if (!is_pair(p->cdr)) return nullptr;
@@ -719,7 +719,7 @@ int data_equal(Value a, Value b, uint64_t& compares) {
 Value reverse_data(Value v) {
   double x;
   if (plain_reverse(v, x)) return Value::real(x);
-  if (is_j_view(v) && view_tag(v) == kViewJ) return Value::obj(view_obj(v));
+  if (is_j_pair_view(v)) return Value::obj(view_obj(v));
   if (v.is_nil() || v.is_bool()) return v;
   return Value::unbound();
 }
@@ -750,9 +750,11 @@ bool rev_equal_s1(Closure* c, Value xr, Value* out) {
 }
 }  // namespace
 
-void install_equal_rule(Lambda* r) { set_rule2<rev_equal_s1, rev_equal_s2>(r); }
-
-void install_list_ref_rule(Lambda* r) { set_rule2<rev_list_ref_s1, rev_list_ref_s2>(r); }
+void install_prelude_rule(Lambda* lam, Lambda* r) {
+  Interp& in = *current;
+  if (lam == in.list_ref && in.list_ref_bp) set_rule2<rev_list_ref_s1, rev_list_ref_s2>(r);
+  else if (lam == in.equal_p) set_rule2<rev_equal_s1, rev_equal_s2>(r);
+}
 void install_list_ref_bp(Lambda* bp) { set_bp<bp_list_ref>(bp); }
 
 void install_linear_forward(Lambda* f) {

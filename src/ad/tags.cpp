@@ -54,9 +54,9 @@ struct PairMemo {
     if (!e->a.bits) used++;
     *e = Entry{a, b, r};
   }
-  void release() {
+  void release(bool all = false) {
     if (!table) return;
-    if (mask < 256) {
+    if (mask < 256 && !all) {
       if (used) memset(static_cast<void*>(table), 0, sizeof(Entry) * (mask + 1));
       used = 0;
       return;
@@ -97,6 +97,7 @@ Value memo_pair(PairMemo& m, Value a, Value b, F make) {
 }
 
 thread_local PairMemo plus_memo, bundle_memo, part_memo, star_j_inverse_memo;
+thread_local std::vector<Value>* plus_spine = nullptr;  // plus_pairs' steps to record (below)
 
 [[noreturn]] void ad_error(const char* who, const std::string& what, Value v) {
   throw Error(std::string(who) + ": " + what + ", got " + write_string(v));
@@ -328,8 +329,7 @@ Value plus_rest(Value a, Value b);
 // deeper than its elements (walked recursively, a list of 17 went 9 levels past the depth where
 // the memo table starts, a hash insert a pair). Sharing is kept as memo_pair keeps it: once the
 // table is in use, each step looks its pair up and, at the end, records its sum, the suffix.
-thread_local std::vector<Value>* plus_spine = nullptr;  // (a, b, sum) of steps to record; not
-                                                       // scanned: a, b and the sums are held
+// (plus_spine: (a, b, sum) of the steps to record; not scanned: a, b and the sums are held.)
 __attribute__((noinline)) Value plus_pairs(Value a, Value b) {
   PairMemo& m = plus_memo;
   if (m.depth >= 8 && !m.table) m.make(64);
@@ -377,6 +377,14 @@ __attribute__((noinline)) Value plus_pairs(Value a, Value b) {
 
 // The common cases here, with no frame to speak of: two reals, a zero, two pairs; the others in
 // plus_rest.
+// A thread's walks keep their small memo tables between walks: freed when the thread ends (each
+// evaluation of the CLI and the API runs on a thread of its own), as its free lists are.
+void release_ad_tables() {
+  for (PairMemo* m : {&plus_memo, &bundle_memo, &part_memo, &star_j_inverse_memo}) m->release(true);
+  delete plus_spine;
+  plus_spine = nullptr;
+}
+
 Value plus(Value a, Value b) {
   if (a.is_real() && b.is_real()) return Value::real(a.as_real() + b.as_real());
   if (a.is_zero_sens()) return b;  // the placeholder zero of backpropagator code

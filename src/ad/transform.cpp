@@ -972,8 +972,7 @@ Lambda* transform_lambda(Lambda* lam, char t) {
   Lambda* r = plain(lam);
   cached = r;  // before the raw variant: it may refer back
   if (t == 'F') install_linear_forward(r);
-  if (t == 'R' && lam == current->list_ref && current->list_ref_bp) install_list_ref_rule(r);
-  if (t == 'R' && lam == current->equal_p) install_equal_rule(r);
+  if (t == 'R') install_prelude_rule(lam, r);
   if (lam->raw_variant) r->raw_variant = transform_lambda(lam->raw_variant, t);
   return r;
 }

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <exception>
 
+#include "../ad/ad.hpp"
+
 namespace vlad {
 
 size_t eval_stack_bytes = size_t(4) << 30;
@@ -45,6 +47,7 @@ void* thread_main(void* arg) {
     job->error = std::current_exception();
   }
   release_call_records();
+  release_ad_tables();
   release_free_lists();
   if (job->in) job->in->work_total.add(work);
   current = nullptr;

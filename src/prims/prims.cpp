@@ -88,14 +88,12 @@ COMPARE1(p_negativep, x < 0)
 
 Value forced(Value v) { return is_lazy(v) ? force(v) : v; }
 
-// (*j P) of a pair P, seen without making it (ad.hpp: data views)
-inline bool j_pair_view(Value v) { return is_j_view(v) && view_tag(v) == kViewJ; }
 
 // (*j x) of a real x in a pair, or the zero of a pair: known without making them (a reverse real
 // for each of W7's tests of its tree's parts). (A view of *j of a pair's other parts can stand
 // for a lazy value, a zero or a *j of a pair: that is forced.)
 inline bool j_atom_view(Value v) { return is_j_view(v) && view_tag(v) != kViewJ && j_view_part(v).is_real(); }
-inline bool pair_view(Value v) { return j_pair_view(v) || is_zero_view(v); }
+inline bool pair_view(Value v) { return is_j_pair_view(v) || is_zero_view(v); }
 
 Value p_nullp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_nil()); }
 Value p_booleanp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_bool()); }
@@ -129,13 +127,13 @@ Value p_reversep(Prim*, Value v) {
 }
 
 Value p_car(Prim* p, Value v) {
-  if (j_pair_view(v)) return j_part(static_cast<Pair*>(view_obj(v)), false);
+  if (is_j_pair_view(v)) return j_part(static_cast<Pair*>(view_obj(v)), false);
   v = forced(v);
   if (!is_pair(v)) type_error(p, "a pair", v);
   return car(v);
 }
 Value p_cdr(Prim* p, Value v) {
-  if (j_pair_view(v)) return j_part(static_cast<Pair*>(view_obj(v)), true);
+  if (is_j_pair_view(v)) return j_part(static_cast<Pair*>(view_obj(v)), true);
   v = forced(v);
   if (!is_pair(v)) type_error(p, "a pair", v);
   return cdr(v);
