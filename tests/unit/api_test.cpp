@@ -77,8 +77,9 @@ TEST_CASE("api: eval_string returns the last expression's value; definitions per
 }
 
 TEST_CASE("api: eval_file runs a file, with includes found beside it") {
-  std::string dir = "build/unit-tmp";
-  mkdir(dir.c_str(), 0755);
+  char tmpl[] = "/tmp/vlad-unit-XXXXXX";  // (not under build/: `make ubsan` builds elsewhere)
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  std::string dir = tmpl;
   std::ofstream(dir + "/lib.vlad") << "(define (triple x) (* 3 x))\n";
   std::ofstream(dir + "/main.vlad") << "(include \"lib\")\n(triple 14)\n";
   vlad::Interpreter vm;
