@@ -5,6 +5,7 @@
 // that runs ρ of each binding in reverse order, accumulating sensitivities with ⊕.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -416,6 +417,8 @@ Lambda* start_transform(Lambda* lam, char t, VarMap& m) {
 
 // ---- reverse ----
 
+Lambda* general_reverse(Lambda* lam);
+
 // The variables a branch of an `if` refers to but does not bind, in id order.
 void branch_refs(Body* b, std::set<Var*>& refs, std::set<Var*>& bound) {
   for (const Binding& bd : b->binds) {
@@ -467,6 +470,11 @@ struct Reverse {
   // a cons made here), each other for *j and *j-inverse.
   std::unordered_map<Var*, Prim*> commuting_prims;
   std::unordered_map<Var*, std::pair<Var*, Var*>> cons_parts;
+  // Calls of the user's car and cdr taken as projections (`specialize`: the first-level transform
+  // of a user lambda, in the branch run while those are the builtins — see run()): the variables
+  // bound to those globals, and the calls, with the projection each is.
+  bool specialize = false;
+  std::unordered_map<Var*, Op> proj_callee, proj_calls;
   // A non-tail `if` binding's forward phase yields its value and the backpropagator of the branch
   // taken, which maps x̄ to the list of sensitivities of the variables the `if` refers to.
   struct IfInfo {
@@ -632,6 +640,8 @@ struct Reverse {
       case Op::Sens: x = out.sens(lookup(fw, b.a), lookup(fw, b.b)); break;
       case Op::Global: {
         constant_vars.insert(b.x);
+        if (specialize && !*b.xf && (b.cell == current->user_car || b.cell == current->user_cdr))
+          proj_callee[b.x] = b.cell == current->user_car ? Op::Car : Op::Cdr;
         Binding& n = out.emit(Op::Global, b.x->name);
         n.cell = b.cell;
         n.xf = append_xf(b.xf, 'R');
@@ -642,6 +652,12 @@ struct Reverse {
       case Op::App: {  // φ{x_i = x_j x_k} ≡ (x⃖_i, x̃_i) = x⃖_j x⃖_k
         if (Prim* c = commuting_call(b)) {
           x = out.prim_app(c, lookup(fw, b.b));
+          break;
+        }
+        if (Op op = projection_call(b); op != Op::App) {  // (car a) as a's car: as Op::Car below
+          x = out.proj(op, lookup(fw, b.b), op == Op::Car ? current->p_car->name : current->p_cdr->name);
+          (op == Op::Car ? car_of : cdr_of).emplace(b.b, b.x);
+          proj_calls[b.x] = op;
           break;
         }
         Var* p = out.app(lookup(fw, b.a), lookup(fw, b.b));
@@ -759,6 +775,13 @@ struct Reverse {
     return it->second;
   }
 
+  // Op::Car or Op::Cdr when b calls the user's car or cdr, to be taken as a projection; else App.
+  Op projection_call(const Binding& b) const {
+    if (!specialize || b.op != Op::App || b.raw_call) return Op::App;
+    auto it = proj_callee.find(b.a);
+    return it == proj_callee.end() ? Op::App : it->second;
+  }
+
   void rho(const Binding& b) {
     Var* xb = get_sens(b.x);
     if (!xb) return;  // x̄ is zero: nothing flows back
@@ -783,6 +806,10 @@ struct Reverse {
             if (maybe_placeholder.count(xb)) maybe_placeholder.insert(t);
             acc(b.b, t);
           }
+          return;
+        }
+        if (auto pc = proj_calls.find(b.x); pc != proj_calls.end()) {
+          add_pending(b.b, pc->second, 0, nullptr, xb);
           return;
         }
         Var* u = bp.back_call(tilde.at(b.x), xb);
@@ -872,9 +899,9 @@ struct Reverse {
 
   // φ of a body in tail position of the forward phase: its last binding, when it is an `if`
   // whose value is the body's, gets a way out in each branch.
-  void tail_body(Body* body, Emitter& out, std::vector<Segment>& path) {
+  void tail_body(Body* body, Emitter& out, std::vector<Segment>& path, size_t start = 0) {
     size_t n = body->binds.size();
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = start; i < n; i++) {
       const Binding& b = body->binds[i];
       if (i + 1 == n && b.op == Op::If && b.x == body->result) {
         out.pos = b.pos;
@@ -906,9 +933,83 @@ struct Reverse {
     RL->body = new_body();
     Emitter out{RL->body, L->pos};
     std::vector<Segment> path;
+    if (!RL->general && !L->transform && !L->raw_bp && !L->rule_of && calls_user_projection(L->body)) {
+      dispatch(out, path);
+      return;
+    }
     tail_body(L->body, out, path);
   }
+
+  // Whether a body (not the lambdas in it) calls the user's car or cdr by name.
+  static bool calls_user_projection(Body* body) {
+    std::unordered_set<Var*> callees;
+    std::function<bool(Body*)> scan = [&](Body* b) {
+      for (const Binding& bd : b->binds) {
+        if (bd.op == Op::Global && !*bd.xf && (bd.cell == current->user_car || bd.cell == current->user_cdr))
+          callees.insert(bd.x);
+        if (bd.op == Op::App && !bd.raw_call && callees.count(bd.a)) return true;
+        if (bd.op == Op::If && (scan(bd.then_) || scan(bd.else_))) return true;
+      }
+      return false;
+    };
+    return scan(body);
+  }
+
+  // The first-level transform of a user lambda that calls car or cdr: while the user's car and
+  // cdr are the builtins (a cell the definitions keep up to date, read at each call), those calls
+  // are projections of the argument, whose sensitivities group into one pair per variable (as
+  // a pattern's car and cdr do), where each call's backpropagator would give a one-hot pair and
+  // ⊕ would add them up: 3 pairs a step instead of 10 in W3's loop. Otherwise the body is the
+  // general transform's (made when first needed), called with the same argument and environment.
+  // A body that starts by taking its argument apart does so before the test (native loops pass
+  // the two parts without a pair then).
+  void dispatch(Emitter& out, std::vector<Segment>& path) {
+    Body* body = L->body;
+    size_t k = 0;
+    if (body->binds.size() > 2 && body->binds[0].op == Op::Car && body->binds[0].a == L->param &&
+        body->binds[1].op == Op::Cdr && body->binds[1].a == L->param)
+      k = 2;
+    for (size_t i = 0; i < k; i++) phi(body->binds[i], out);
+    Binding& test = out.emit(Op::Global, "builtin-car-cdr");
+    test.cell = current->builtin_projections;
+    Var* builtin = test.x;
+    Body* branches[2] = {new_body(), new_body()};
+    {
+      Emitter be{branches[0], L->pos};
+      size_t mark = scope_mark();
+      specialize = true;
+      tail_body(body, be, path, k);
+      specialize = false;
+      scope_pop(mark);
+    }
+    {
+      // (a position in the rules: the call record keeps the user's call site, as before)
+      Emitter ge{branches[1], Pos{intern("<rules>"), L->pos.line, L->pos.col}};
+      size_t n = RL->free.size();
+      Var** caps = static_cast<Var**>(gc_alloc(sizeof(Var*) * (n ? n : 1)));
+      for (size_t i = 0; i < n; i++) caps[i] = RL->free[i];
+      Var* g = ge.lambda(general_reverse(L), caps);
+      Var* arg = k ? ge.cons(lookup(fw, body->binds[0].x), lookup(fw, body->binds[1].x)) : lookup(fw, L->param);
+      branches[1]->result = ge.app(g, arg);
+    }
+    Binding& n_if = out.emit(Op::If, "if");
+    n_if.a = builtin;
+    n_if.then_ = branches[0];
+    n_if.else_ = branches[1];
+    out.body->result = n_if.x;
+  }
 };
+
+// The reverse transform of lam that does not take calls of car and cdr for projections (above).
+Lambda* general_reverse(Lambda* lam) {
+  if (lam->rev_general) return lam->rev_general;
+  VarMap m;
+  Lambda* r = start_transform(lam, 'R', m);
+  r->lazy_of = lam;
+  r->lazy_kind = 'R';
+  r->general = true;
+  return lam->rev_general = r;
+}
 
 }  // namespace
 

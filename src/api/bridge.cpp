@@ -291,7 +291,9 @@ Root* read_global(Session* s, const std::string& name) {
 void write_global(Session* s, const std::string& name, const Root* v) {
   guarded([&] {
     if (!is_symbol_name(name)) throw vlad::Error("define: " + name + " is not a valid name");
-    s->in->cell(intern(name), false)->value = value_of(v);
+    Cell* c = s->in->cell(intern(name), false);
+    c->value = value_of(v);
+    s->in->user_cell_written(c);
   });
 }
 

@@ -95,6 +95,10 @@ struct Lambda {
   Lambda* source = nullptr;
   Lambda* fwd = nullptr;
   Lambda* rev = nullptr;
+  // A reverse transform made without treating calls of the user's `car`/`cdr` as projections:
+  // what the first-level transform of a user lambda runs once they are not the builtins.
+  bool general = false;
+  Lambda* rev_general = nullptr;  // (cached on the source lambda)
   Lambda* fwd_plain = nullptr;  // the transforms of this lambda's own body (for a raw
   Lambda* rev_plain = nullptr;  // backpropagator, `fwd`/`rev` are those of `wrapped`)
   // A transform's body is made when it is first needed (ensure_body): until then body is null

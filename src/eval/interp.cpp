@@ -28,6 +28,7 @@ void destroy_interp(Interp* in) {
     GC_FREE(p);
   }
   if (in->zero_bp) GC_FREE(in->zero_bp);
+  if (in->builtin_projections) GC_FREE(in->builtin_projections);
   delete in;
 }
 
@@ -73,6 +74,11 @@ Interp::Interp() {
     Cell* u = cell(name, false);
     u->value = c->value;
   }
+  user_car = cell(p_car->name, false);
+  user_cdr = cell(p_cdr->name, false);
+  builtin_projections = static_cast<Cell*>(gc_alloc_uncollectable(sizeof(Cell)));
+  builtin_projections->name = intern("%builtin-car-cdr");
+  user_cell_written(user_car);
   current = saved;
 }
 
@@ -84,6 +90,13 @@ void Interp::add_prim(Prim* p) {
   cell(p->name, true)->value = Value::obj(p);
   Cell* u = cell(p->name, false);
   u->value = Value::obj(p);
+  user_cell_written(u);
+}
+
+void Interp::user_cell_written(Cell* c) {
+  if (!builtin_projections || (c != user_car && c != user_cdr)) return;
+  bool builtin = user_car->value == Value::obj(p_car) && user_cdr->value == Value::obj(p_cdr);
+  builtin_projections->value = Value::boolean(builtin);
 }
 
 Cell* Interp::cell(const char* name, bool prelude) {
@@ -162,6 +175,7 @@ void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<v
         if (!l->name) l->name = t.cell->name;
       }
       t.cell->value = v;
+      in.user_cell_written(t.cell);
     } else if (t.print) {
       on_value(v, t.pos);
     }

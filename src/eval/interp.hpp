@@ -51,6 +51,12 @@ struct Interp {
   // The prelude's equal?, whose reverse transform compares data at the first level at once.
   Lambda* equal_p = nullptr;
   Prim *p_car = nullptr, *p_cdr = nullptr, *p_num_eq = nullptr;
+  // The user's `car` and `cdr` cells, and a cell (not a name a program can refer to) holding #t
+  // while both hold the builtin primitives: the first-level reverse transform of a user lambda
+  // treats its calls of them as projections, behind a test of this cell (transform.cpp).
+  Cell *user_car = nullptr, *user_cdr = nullptr, *builtin_projections = nullptr;
+  // Called after a user cell is (re)defined: keeps `builtin_projections` true to the cells.
+  void user_cell_written(Cell* c);
 
   Interp();
   // (destroy_interp ends one: its cells and primitives are roots until then)

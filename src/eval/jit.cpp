@@ -474,6 +474,7 @@ struct Emitter {
     for (int i = 0; i < c->n; i++) {
       const Instr* ip = &c->ins[i];
       if (ip == skip1 || ip == skip2) continue;
+      if (ip->tail && ip->op != Op::If) continue;  // (the last on its path: nothing reads after it)
       if (ip->x == r || (ip->split && (ip->x2 == r || (ip->split3 && ip->x3 == r)))) return true;
       if (ip->op == Op::If && (writes(ip->then_, r, nullptr, nullptr) || writes(ip->else_, r, nullptr, nullptr)))
         return true;
@@ -2406,6 +2407,7 @@ struct Emitter {
             c->n, self_loop ? "yes" : "no",
             !arg_car ? "" : rebuild_arg ? ", argument taken apart without a pair (rebuilt where read)" : ", argument taken apart without a pair");
     dump_code(c, 2);
+    if (c->lam && getenv("VLAD_JIT_DUMP")[0] == '2') fputs(lambda_to_string(c->lam).c_str(), stderr);  // and its analysed form
   }
   static void dump_code(const Code* c, int indent) {
     static const char* names[] = {"const", "copy", "global", "app", "lambda", "cons", "car", "cdr",
