@@ -6,9 +6,10 @@
 #     not drift by more than 10% from n = 10^2 to 10^5 (W7: 10^2 to 3*10^4 nodes);
 #   - the bytes retained by the backpropagator (the tape) are at most 150 per recorded primitive
 #     operation and the bytes allocated per operation stay flat (within 10%);
-#   - the heap objects allocated per primitive operation stay flat (reported, not bounded; not a
-#     ratio to the primal's: a primal loop allocates one object a step when interpreted, its
-#     argument tuple, and none in native code, which passes the parts without the pair).
+#   - the heap objects allocated per primitive operation stay flat (reported, not a ratio to the
+#     primal's: a primal loop allocates one object a step when interpreted, its argument tuple,
+#     and none in native code, which passes the parts without the pair); for f1 at most 3 (its
+#     calls of car and cdr group their sensitivities into one pair per step: 3.8 without that).
 # One directional derivative of f1 (mode 2) must cost at most 4x the primal in operations and
 # steps, flat for n = 10^3 .. 10^5. Nesting (W4's shape): a later call's steps and objects grow at
 # most 4x a level from k = 4 to 6, forward and reverse. Prints `ok - ...` / `not ok - ...` lines
@@ -54,7 +55,7 @@ check_family() {
       for (i = 2; i <= last; i++) {
         lo = hi = v[1, i]
         for (r = 2; r <= NR; r++) { if (v[r, i] < lo) lo = v[r, i]; if (v[r, i] > hi) hi = v[r, i] }
-        bound = i <= 4 ? 4 : i == 7 ? 150 : 0
+        bound = i <= 4 ? 4 : i == 7 ? 150 : i == 5 && fam == "f1-sum" && mode == 1 ? 3 : 0
         what = fam " " label " " names[i]
         if (bound && hi > bound) printf "not ok - %s: %.2f, above %d\n", what, hi, bound
         else if (lo > 0 && (hi - lo) / lo > 0.10) printf "not ok - %s: drifts %.2f .. %.2f over n\n", what, lo, hi
