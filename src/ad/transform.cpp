@@ -512,6 +512,7 @@ struct Reverse {
   struct Pending {
     Var* car = nullptr;
     Var* cdr = nullptr;
+    bool calls_only = true;  // car and cdr from calls of the user's car and cdr only (proj_calls)
     Lambda* lam = nullptr;
     std::map<int, Var*> slots;
   };
@@ -597,9 +598,36 @@ struct Reverse {
           Var* pf = k ? lookup(fw, k) : bp.proj(op, xf, "(cons a d)");
           return ps ? complete(ps, pf) : zero_of_fw(pf);
         };
-        Var* a = part(p.car, car_of, Op::Car);
-        Var* d = part(p.cdr, cdr_of, Op::Cdr);
-        s = bp.cons(a, d);
+        // Calls' backpropagators were skipped for a zero ȳ, the placeholder standing for their
+        // results: when all the calls' ȳ are placeholders, so is the group (as their sum was).
+        Var* pa = p.car ? p.car : p.cdr;
+        Var* pd = p.cdr ? p.cdr : p.car;
+        bool test = p.calls_only && maybe_placeholder.count(pa) && maybe_placeholder.count(pd);
+        Binding* n_if = nullptr;
+        Emitter outer = bp;
+        if (test) {
+          Var* f = bp.prim(current->p_zero_sens2);  // (before the cons: the call takes the pair's parts)
+          Var* t = bp.app(f, bp.cons(pa, pd));
+          n_if = &bp.emit(Op::If, "if");
+          n_if->a = t;
+          n_if->then_ = new_body();
+          n_if->then_->result = pa;
+          n_if->else_ = new_body();
+          Var* x = n_if->x;
+          Body* else_ = n_if->else_;
+          outer = bp;
+          bp = Emitter{else_, bp.pos};
+          Var* a = part(p.car, car_of, Op::Car);
+          Var* d = part(p.cdr, cdr_of, Op::Cdr);
+          else_->result = bp.cons(a, d);
+          bp = outer;
+          s = x;
+          maybe_placeholder.insert(s);
+        } else {
+          Var* a = part(p.car, car_of, Op::Car);
+          Var* d = part(p.cdr, cdr_of, Op::Cdr);
+          s = bp.cons(a, d);
+        }
       }
       acc(x, s);
     }
@@ -607,9 +635,10 @@ struct Reverse {
     return it == sens.end() ? nullptr : it->second;
   }
 
-  void add_pending(Var* a, Op op, int index, Lambda* lam, Var* e) {
+  void add_pending(Var* a, Op op, int index, Lambda* lam, Var* e, bool call = false) {
     if (constant_vars.count(a)) return;
     Pending& p = pending[a];
+    if (!call) p.calls_only = false;
     Var** slot = op == Op::Car ? &p.car : op == Op::Cdr ? &p.cdr : &p.slots[index];
     if (op == Op::EnvRef) p.lam = lam;
     *slot = *slot ? plus(*slot, e) : e;
@@ -809,7 +838,7 @@ struct Reverse {
           return;
         }
         if (auto pc = proj_calls.find(b.x); pc != proj_calls.end()) {
-          add_pending(b.b, pc->second, 0, nullptr, xb);
+          add_pending(b.b, pc->second, 0, nullptr, xb, true);
           return;
         }
         Var* u = bp.back_call(tilde.at(b.x), xb);

@@ -111,6 +111,10 @@ const char* callee_name(Value f) {
 // whose caller takes it apart).
 void split_value(Value r, Value* out, const char* shape_text, Pos pos) {
   if (is_lazy(r)) r = force(r);
+  if (r.is_zero_sens()) {  // the parts of a placeholder zero (a grouped sensitivity: transform.cpp)
+    out[0] = out[1] = r;
+    return;
+  }
   if (!is_pair(r)) pattern_error(r, shape_text, pos);
   out[0] = car(r);
   out[1] = cdr(r);

@@ -65,6 +65,7 @@ Interp::Interp() {
   p_car = prim("car");
   p_cdr = prim("cdr");
   p_num_eq = prim("=");
+  p_zero_sens2 = prim("%zero-sensitivities?");
   install_list_ref_bp(list_ref_bp);
   tangent_of = cell(intern("%tangent-of"), true)->value;
   for (Binding& b : static_cast<Closure*>(tangent_of.as_obj())->lambda->body->binds)

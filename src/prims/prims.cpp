@@ -95,6 +95,8 @@ Value forced(Value v) { return is_lazy(v) ? force(v) : v; }
 inline bool j_atom_view(Value v) { return is_j_view(v) && view_tag(v) != kViewJ && j_view_part(v).is_real(); }
 inline bool pair_view(Value v) { return is_j_pair_view(v) || is_zero_view(v); }
 
+// Whether both are the placeholder zero of backpropagator code (transform.cpp groups projections).
+Value p_zero_sens2p(Prim*, Value a, Value b) { return Value::boolean(a.is_zero_sens() && b.is_zero_sens()); }
 Value p_nullp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_nil()); }
 Value p_booleanp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_bool()); }
 Value p_realp(Prim*, Value v) { return Value::boolean(strip_tags(v).is_real()); }
@@ -378,6 +380,7 @@ std::vector<Row> table() {
            {"sensitivity?", p_sensitivityp},
            {"reverse?", p_reversep}})
     t.push_back({n, 1, PrimClass::Predicate, f, nullptr, fwd_tagpred(n), rev_tagpred(n)});
+  t.push_back({"%zero-sensitivities?", 2, PrimClass::Predicate, nullptr, p_zero_sens2p, "", rev_constant("%zero-sensitivities?")});
   t.push_back({"car", 1, PrimClass::Structural, p_car, nullptr, "",
                rev_structural("car", "(cons y (%rzero (cdr xr)))")});
   t.push_back({"cdr", 1, PrimClass::Structural, p_cdr, nullptr, "",

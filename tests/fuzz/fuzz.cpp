@@ -12,6 +12,8 @@
 //   build/fuzz [--seed S] ITERATIONS FILE...    fuzz (default seed 1)
 //   build/fuzz --replay FILE                     run one input the same way (for minimising)
 //   build/fuzz --diff [--seed S] ITERATIONS FILE...
+//   build/fuzz --emit DIR [--seed S] ITERATIONS   write the generated programs to DIR/pN.vlad
+//                                                (to compare two builds of vlad on them)
 //       differential: each input (half of them mutated corpus files, half random programs from
 //       a small generator of arithmetic, lists, closures, loops and AD calls) runs in two
 //       interpreters, one interpreting only and one compiling every body to native code on its
@@ -478,7 +480,7 @@ Interp* fresh_interp() {
 int main(int argc, char** argv) {
   uint64_t seed = 1;
   long iterations = -1;
-  std::string replay;
+  std::string replay, emit;
   bool diff = false;
   std::vector<std::string> files;
   for (int i = 1; i < argc; i++) {
@@ -489,8 +491,22 @@ int main(int argc, char** argv) {
       kSoftLimit = std::chrono::milliseconds(50);
     }
     else if (a == "--replay" && i + 1 < argc) replay = argv[++i];
+    else if (a == "--emit" && i + 1 < argc) emit = argv[++i];
     else if (iterations < 0 && replay.empty() && !a.empty() && isdigit((unsigned char)a[0])) iterations = atol(a.c_str());
     else files.push_back(a);
+  }
+  if (!emit.empty() && iterations >= 0) {
+    Rng r(seed);
+    Gen gen(r);
+    for (long it = 0; it < iterations; it++) {
+      std::ofstream out(emit + "/p" + std::to_string(it) + ".vlad");
+      out << gen.program();
+      if (!out) {
+        fprintf(stderr, "fuzz: cannot write to %s\n", emit.c_str());
+        return 2;
+      }
+    }
+    return 0;
   }
   if (replay.empty() && (iterations < 0 || files.empty())) {
     fprintf(stderr, "usage: fuzz [--seed S] [--diff] ITERATIONS FILE...\n       fuzz --replay FILE\n");
