@@ -602,31 +602,20 @@ struct Reverse {
         // results: when all the calls' ȳ are placeholders, so is the group (as their sum was).
         Var* pa = p.car ? p.car : p.cdr;
         Var* pd = p.cdr ? p.cdr : p.car;
-        bool test = p.calls_only && maybe_placeholder.count(pa) && maybe_placeholder.count(pd);
-        Binding* n_if = nullptr;
-        Emitter outer = bp;
-        if (test) {
+        Var* a = part(p.car, car_of, Op::Car);
+        Var* d = part(p.cdr, cdr_of, Op::Cdr);
+        s = bp.cons(a, d);
+        if (p.calls_only && maybe_placeholder.count(pa) && maybe_placeholder.count(pd)) {
           Var* f = bp.prim(current->p_zero_sens2);  // (before the cons: the call takes the pair's parts)
           Var* t = bp.app(f, bp.cons(pa, pd));
-          n_if = &bp.emit(Op::If, "if");
-          n_if->a = t;
-          n_if->then_ = new_body();
-          n_if->then_->result = pa;
-          n_if->else_ = new_body();
-          Var* x = n_if->x;
-          Body* else_ = n_if->else_;
-          outer = bp;
-          bp = Emitter{else_, bp.pos};
-          Var* a = part(p.car, car_of, Op::Car);
-          Var* d = part(p.cdr, cdr_of, Op::Cdr);
-          else_->result = bp.cons(a, d);
-          bp = outer;
-          s = x;
+          Binding& n_if = bp.emit(Op::If, "if");
+          n_if.a = t;
+          n_if.then_ = new_body();
+          n_if.then_->result = pa;
+          n_if.else_ = new_body();
+          n_if.else_->result = s;
+          s = n_if.x;
           maybe_placeholder.insert(s);
-        } else {
-          Var* a = part(p.car, car_of, Op::Car);
-          Var* d = part(p.cdr, cdr_of, Op::Cdr);
-          s = bp.cons(a, d);
         }
       }
       acc(x, s);

@@ -94,7 +94,7 @@ const int32_t closure_lambda = field_offset(closure_probe, closure_probe.lambda)
               closure_env = field_offset(closure_probe, closure_probe.env);
 constexpr uint64_t kCanonicalNaN = 0x7ff8000000000000ull;
 
-enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, RealP, Car, Cdr, Plus, RZero, StarJ, StarJInv };
+enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, RealP, Car, Cdr, Plus, RZero, StarJ, StarJInv, ZeroSens2 };
 
 // + - * / as one instruction each (Add ... Div), or None.
 Inline arith_form(Prim* p) {
@@ -121,6 +121,7 @@ Inline inline_form(Prim* p, bool pair_arg) {
       if (n == intern(">=")) return Inline::Ge;
     }
     if (p->cls == PrimClass::AD && n == intern("plus")) return Inline::Plus;
+    if (p == current->p_zero_sens2) return Inline::ZeroSens2;
     return Inline::None;
   }
   if (p->arity != 1 || !p->fn1) return Inline::None;
@@ -2161,6 +2162,18 @@ struct Emitter {
         a.test(xr::rax, xr::rax);
         a.jz(slow);
         return;
+      case Inline::ZeroSens2: {  // (%zero-sensitivities? a b): both the placeholder zero
+        Label yes = a.newLabel(), no = a.newLabel();
+        load_pair_args(ip, slow);
+        a.mov(xr::r8, (int32_t)Value::kZeroSens);
+        a.cmp(xr::rax, xr::r8);
+        a.jne(no);
+        a.cmp(xr::rcx, xr::r8);
+        a.jne(no);
+        a.jmp(yes);
+        bool_result(yes, no);
+        return;
+      }
       case Inline::Call2:
         load_pair_args(ip, slow);
         a.mov(xr::r8, kOffset);
