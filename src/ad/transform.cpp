@@ -475,6 +475,7 @@ struct Reverse {
   // bound to those globals, and the calls, with the projection each is.
   bool specialize = false;
   std::unordered_map<Var*, Op> proj_callee, proj_calls;
+  std::unordered_set<Var*> used_otherwise;  // variables read other than as a callee (dispatch())
   // A non-tail `if` binding's forward phase yields its value and the backpropagator of the branch
   // taken, which maps x̄ to the list of sensitivities of the variables the `if` refers to.
   struct IfInfo {
@@ -658,8 +659,14 @@ struct Reverse {
       case Op::Sens: x = out.sens(lookup(fw, b.a), lookup(fw, b.b)); break;
       case Op::Global: {
         constant_vars.insert(b.x);
-        if (specialize && !*b.xf && (b.cell == current->user_car || b.cell == current->user_cdr))
+        if (specialize && !*b.xf && (b.cell == current->user_car || b.cell == current->user_cdr)) {
           proj_callee[b.x] = b.cell == current->user_car ? Op::Car : Op::Cdr;
+          if (!used_otherwise.count(b.x)) {  // only called: the builtin's reverse version is not read
+            scope_log.push_back(b.x);
+            in_scope.insert(b.x);
+            return;
+          }
+        }
         Binding& n = out.emit(Op::Global, b.x->name);
         n.cell = b.cell;
         n.xf = append_xf(b.xf, 'R');
@@ -958,6 +965,21 @@ struct Reverse {
     tail_body(L->body, out, path);
   }
 
+  // Fills used_otherwise with the variables the body reads other than as the callee of a call.
+  void note_uses(Body* b) {
+    for (const Binding& bd : b->binds) {
+      if (bd.a && (bd.op != Op::App || bd.raw_call)) used_otherwise.insert(bd.a);
+      if (bd.b) used_otherwise.insert(bd.b);
+      if (bd.op == Op::Lambda)
+        for (size_t k = 0; k < bd.lam->free.size(); k++) used_otherwise.insert(cap_of(bd, k));
+      if (bd.op == Op::If) {
+        note_uses(bd.then_);
+        note_uses(bd.else_);
+      }
+    }
+    used_otherwise.insert(b->result);
+  }
+
   // Whether a body (not the lambdas in it) calls the user's car or cdr by name.
   static bool calls_user_projection(Body* body) {
     std::unordered_set<Var*> callees;
@@ -988,6 +1010,7 @@ struct Reverse {
         body->binds[1].op == Op::Cdr && body->binds[1].a == L->param)
       k = 2;
     for (size_t i = 0; i < k; i++) phi(body->binds[i], out);
+    note_uses(body);
     Binding& test = out.emit(Op::Global, "builtin-car-cdr");
     test.cell = current->builtin_projections;
     Var* builtin = test.x;
