@@ -171,6 +171,9 @@ Value fwd_binary1(Closure* c, Value v) {
 const Value kConstPairView = Value((1ull << 48) | kViewBpConst, 0);
 // The zero backpropagator of a unary primitive applied to a constant (its argument a real).
 const Value kConstRealView = Value((1ull << 48) | 16 | kViewBpConst, 0);
+// The zero backpropagator of the prelude's equal? (reverse, first level) applied to two plain
+// reverse reals: what zero_backpropagator(its closure, (a . b)) makes, without making it.
+const Value kEqualRealsView = Value((1ull << 48) | 32 | kViewBpConst, 0);
 
 Value const_leaf_impl(double r) {
   Tagged* t = static_cast<Tagged*>(gc_alloc_atomic(sizeof(Tagged)));
@@ -735,17 +738,26 @@ bool rev_equal_compare(Value a, Value b, Value* out) {
   return true;
 }
 
+// The zero backpropagator of equal? of a and b: a view when both are plain reverse reals (the
+// closure of equal?'s reverse transform, which has no free variables, is then known).
+Value equal_zero_bp(Closure* c, Value a, Value b, Value xr) {
+  double x;
+  if (c->lambda->free.empty() && plain_reverse(a, x) && plain_reverse(b, x)) return kEqualRealsView;
+  return zero_backpropagator(Value::obj(c), xr.is_unbound() ? cons(a, b) : xr);
+}
+
 bool rev_equal_s2(Closure* c, Value a, Value b, Value* out) {
   if (!rev_equal_compare(a, b, out)) return false;
-  out[1] = zero_backpropagator(Value::obj(c), cons(a, b));
+  out[1] = equal_zero_bp(c, a, b, Value::unbound());
   return true;
 }
 
 bool rev_equal_s1(Closure* c, Value xr, Value* out) {
   if (!reverse_pair(xr)) return false;
   Interp& in = *current;
-  if (!rev_equal_compare(in.p_car->fn1(in.p_car, xr), in.p_cdr->fn1(in.p_cdr, xr), out)) return false;
-  out[1] = zero_backpropagator(Value::obj(c), xr);
+  Value a = in.p_car->fn1(in.p_car, xr), b = in.p_cdr->fn1(in.p_cdr, xr);
+  if (!rev_equal_compare(a, b, out)) return false;
+  out[1] = equal_zero_bp(c, a, b, xr);
   return true;
 }
 }  // namespace
@@ -775,6 +787,7 @@ Value materialize_view(Value v) {
   Interp& in = *current;
   if ((v.bits >> 48) == 1) {  // kConstPairView: a comparison of two reverse reals (kConstRealView: of one)
     Value xr = v.bits & 16 ? star_j(Value::real(0)) : cons(star_j(Value::real(0)), star_j(Value::real(0)));
+    if (v.bits & 32) return zero_backpropagator(closure_of(reverse_transform(in.equal_p), nullptr), xr);
     return make_closure(zero_bp_lambda(), &xr, 1);
   }
   Value obj = Value::obj(view_obj(v));
@@ -803,6 +816,7 @@ Value materialize_view(Value v) {
 }
 
 bool back_view(Value bp, Value y, Value* out, bool three) {
+  if (bp == kEqualRealsView) return false;  // (never called in practice: the value is a boolean)
   if ((bp.bits >> 48) == 1) {
     if (!(bp.bits & 16)) return result2(out, 0, 0, three);
     if (three) return false;
