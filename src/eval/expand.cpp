@@ -329,7 +329,7 @@ struct Expander {
       if (h == k.define) syntax_error("define: only allowed at top level", e);
       if (h == k.include) syntax_error("include: only allowed at top level", e);
     }
-    if ((prelude || getenv("XCAR")) && head->type == Sx::Sym && !sc->find(head->text) && args.size() == 1 &&
+    if (prelude && head->type == Sx::Sym && !sc->find(head->text) && args.size() == 1 &&
         (head->text == syms().car || head->text == syms().cdr)) {
       // The prelude is closed over the builtins: its car and cdr are the core projections,
       // which every transform handles in place (no call, no backpropagator closure).
