@@ -104,6 +104,26 @@ TEST_CASE("api: global and define") {
   CHECK(error_of([&] { vm.define("not a name", 1); }).find("not a valid name") != std::string::npos);
 }
 
+TEST_CASE("api: a gradient through car and cdr follows their redefinition by the host") {
+  // The reverse transform takes calls of car and cdr for projections only while they are the
+  // builtins (transform.cpp); a host's definitions must be seen as a program's are.
+  vlad::Interpreter vm;
+  vm.eval_string("(define (f p) (* (car p) (cdr p)))");
+  vm.eval_string("(define jf (*j f))");
+  CHECK(vlad::to_string(vm.eval_string("((gradient f) (cons 2 3))")) == "(3 . 2)");
+  vm.define("car", vm.eval_string("(lambda (p) 7)"));
+  CHECK(vlad::to_string(vm.eval_string("((gradient f) (cons 2 3))")) == "(0 . 7)");
+  vm.define("car", vm.global("cdr"));
+  CHECK(vlad::to_string(vm.eval_string("((gradient f) (cons 2 3))")) == "(0 . 6)");
+  vm.define_primitive("twice", 1, vlad::HostFunction([](Args a) { return 2 * a[0]; }, {vlad::HostFunction([](Args) { return 2.0; })}));
+  vm.define("cdr", vm.global("twice"));
+  vm.define("car", vm.eval_string("(lambda (p) 1)"));
+  CHECK(vlad::to_string(vm.eval_string("((gradient f) 5)")) == "2");  // f(p) = 1 * 2p
+  // a reverse transform made before all this, called now
+  CHECK(vlad::to_string(vm.eval_string(
+            "(let (((cons v bp) (jf (*j 5)))) (let (((cons fb xb) (unsensitize (bp (sensitize 1))))) xb))")) == "2");
+}
+
 TEST_CASE("api: call with one argument, several (a tuple), or none") {
   vlad::Interpreter vm;
   vm.eval_string("(define (f x y z) (- (* x y) z)) (define (sq x) (* x x)) (define (k) 5)");
