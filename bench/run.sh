@@ -118,9 +118,9 @@ echo
 # ---------------------------------------------------------------- (c) W7
 W7=$SHARED/w7_symbolic.vlad
 echo "(c) W7: an evaluator walks a depth-10 expression tree, four active reals; 300 evaluations"
-tbest 3 "$W7" "10 0 300"; t0=$T
-tbest 3 "$W7" "10 1 300"; tp=$T
-tbest 3 "$W7" "10 2 300"; tg=$T; val=$VAL
+tbest 5 "$W7" "10 0 300"; t0=$T
+tbest 5 "$W7" "10 1 300"; tp=$T
+tbest 5 "$W7" "10 2 300"; tg=$T; val=$VAL
 meter "$W7" "10 0 30"; o0=$OPS s0=$STEPS a0=$APPS j0=$OBJS b0=$BYTES
 meter "$W7" "10 1 30"; o1=$OPS s1=$STEPS a1=$APPS j1=$OBJS b1=$BYTES
 meter "$W7" "10 2 30"; o2=$OPS s2=$STEPS a2=$APPS j2=$OBJS b2=$BYTES
