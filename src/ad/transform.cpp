@@ -419,6 +419,12 @@ Lambda* start_transform(Lambda* lam, char t, VarMap& m) {
 
 Lambda* general_reverse(Lambda* lam);
 
+// Op::Car or Op::Cdr when b reads the user's global car or cdr untransformed; else Op::App.
+Op user_projection(const Binding& b) {
+  if (b.op != Op::Global || *b.xf) return Op::App;
+  return b.cell == current->user_car ? Op::Car : b.cell == current->user_cdr ? Op::Cdr : Op::App;
+}
+
 // The variables a branch of an `if` refers to but does not bind, in id order.
 void branch_refs(Body* b, std::set<Var*>& refs, std::set<Var*>& bound) {
   for (const Binding& bd : b->binds) {
@@ -659,8 +665,8 @@ struct Reverse {
       case Op::Sens: x = out.sens(lookup(fw, b.a), lookup(fw, b.b)); break;
       case Op::Global: {
         constant_vars.insert(b.x);
-        if (specialize && !*b.xf && (b.cell == current->user_car || b.cell == current->user_cdr)) {
-          proj_callee[b.x] = b.cell == current->user_car ? Op::Car : Op::Cdr;
+        if (Op op = user_projection(b); specialize && op != Op::App) {
+          proj_callee[b.x] = op;
           if (!used_otherwise.count(b.x)) {  // only called: the builtin's reverse version is not read
             scope_log.push_back(b.x);
             in_scope.insert(b.x);
@@ -985,8 +991,7 @@ struct Reverse {
     std::unordered_set<Var*> callees;
     std::function<bool(Body*)> scan = [&](Body* b) {
       for (const Binding& bd : b->binds) {
-        if (bd.op == Op::Global && !*bd.xf && (bd.cell == current->user_car || bd.cell == current->user_cdr))
-          callees.insert(bd.x);
+        if (user_projection(bd) != Op::App) callees.insert(bd.x);
         if (bd.op == Op::App && !bd.raw_call && callees.count(bd.a)) return true;
         if (bd.op == Op::If && (scan(bd.then_) || scan(bd.else_))) return true;
       }
