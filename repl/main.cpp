@@ -37,7 +37,7 @@ const char* usage =
     "  vlad --depth-limit N     maximum depth of nested non-tail calls (default 4000000)\n"
     "  vlad --heap-limit SIZE   most heap to use, e.g. 2G or 512M (default 3/4 of memory)\n"
     "  vlad --jit=on|off        compile hot code to native code (default on where supported)\n"
-    "  vlad --jit-threshold N   runs of a body before it is compiled (default 30)\n"
+    "  vlad --jit-threshold N   runs of a body (within 65,536 steps) before it is compiled (default 30)\n"
     "  vlad --version | --help\n";
 
 // "2G", "512M", "64k", "1000000" (bytes; suffixes are powers of 1024). 0 when malformed.

@@ -210,6 +210,32 @@ run "$V" --jit=on jit-err2.vlad
 if [ $RC -eq 1 ] && [ "$ERR" = "$off_err" ] && printf '%s' "$ERR" | grep -q 'jit-err2.vlad:1:24: error: +: expected a real, got (2)'; then
   ok "an error in a primitive called through a variable from native code: the same message and trace"
 else notok "an error in a primitive called through a variable from native code" "off '$(one_line "$off_err")', on '$(one_line "$ERR")'"; fi
+# Native code inlines only the ways of calling the kinds of callee the interpreter met at a call
+# (Instr::seen): compiled on its second run after meeting closures only, `app` then gets a
+# primitive, a primitive's error and a closure again: the interpreter's answers and message.
+printf '(define (app f a b) (f a b))\n(define (go n acc) (if (= n 0) acc (go (- n 1) (app (lambda (x y) (+ x y)) acc 1))))\n(go 50 0)\n(app + 1 2)\n(app (lambda (x y) (* x y)) 3 4)\n(app + 1 (list 2))\n' >jit-seen.vlad
+run "$V" --jit=off jit-seen.vlad
+off_out=$OUT; off_err=$ERR
+run "$V" --jit=on --jit-threshold 2 jit-seen.vlad
+if [ $RC -eq 1 ] && [ "$OUT" = "$off_out" ] && [ "$ERR" = "$off_err" ] && [ "$(printf '%s' "$OUT" | tr '\n' ' ')" = "50 3 12" ] &&
+   printf '%s' "$ERR" | grep -q 'error: +: expected a real, got (2)'; then
+  ok "a compiled call meeting a kind of callee its first run did not: the interpreter's answers and error"
+else notok "a compiled call meeting a kind of callee its first run did not" "off '$off_out' '$(one_line "$off_err")', on '$OUT' '$(one_line "$ERR")'"; fi
+# Bodies are compiled when run often within a window of steps: W4's reverse ×6 (hundreds of
+# transformed bodies, each run about once a derivative) compiles few of them, a loop still is.
+printf '(define (dR f) (lambda (x) (cdr (unsensitize ((cdr ((*j f) (*j x))) (sensitize 1))))))\n(define (nest k f) (if (= k 0) f (nest (- k 1) (dR f))))\n(define h (nest 5 (lambda (x) (exp (sin x)))))\n(define (rep k) (if (= k 0) (h 0.5) (begin (h 0.5) (rep (- k 1)))))\n(rep 60)\n' >jit-window.vlad
+bodies_of() { printf '%s\n' "$ERR" | sed -n 's/^# native tier: on, \([0-9]*\) bodies compiled.*/\1/p'; }
+run "$V" --meter --jit=on --jit-threshold 30 jit-window.vlad
+windowed=$(bodies_of); w_out=$OUT
+VLAD_JIT_WINDOW=63 run "$V" --meter --jit=on --jit-threshold 30 jit-window.vlad
+unwindowed=$(bodies_of)
+if [ -n "$windowed" ] && [ -n "$unwindowed" ] && [ "$w_out" = "$OUT" ] && case $w_out in 1.18841913019349*) true ;; *) false ;; esac &&
+   [ $((windowed * 4)) -lt "$unwindowed" ]; then
+  ok "bodies run once a pass of a large computation stay interpreted ($windowed compiled; $unwindowed without the window)"
+else notok "bodies run once a pass stay interpreted" "windowed '$windowed' '$w_out', without '$unwindowed' '$OUT'"; fi
+run "$V" --meter --jit=on --jit-threshold 30 meter.vlad
+if [ "$(bodies_of)" -ge 1 ] 2>/dev/null; then ok "a loop is still compiled ($(bodies_of) bodies)"
+else notok "a loop is still compiled" "$(one_line "$ERR")"; fi
 run "$V" --jit=maybe meter.vlad
 if [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q 'unknown option --jit=maybe'; then ok "--jit=maybe is refused"
 else notok "--jit=maybe is refused" "exit $RC, stderr '$(one_line "$ERR")'"; fi

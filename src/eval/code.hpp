@@ -5,6 +5,13 @@
 namespace vlad {
 
 enum : uint8_t { AppPlain = 0, AppPair = 1 };
+// Instr::seen: a primitive; a closure whose lambda has the native form the call would use
+// (native2 for a call of two arguments, native_split1/2 for a split call); another closure;
+// anything else.
+enum : uint8_t { kSeenPrim = 1, kSeenNative = 2, kSeenClosure = 4, kSeenOther = 8 };
+// BackCall (split): the backpropagator of a primitive's node or of a constant comparison (a view:
+// back_node); of car or cdr on a list that is *j of data (kViewBpCarJ / kViewBpCdrJ); another.
+enum : uint8_t { kSeenBackNode = 1, kSeenBackProj = 2, kSeenBackOther = 4 };
 
 struct Code;
 struct Exec;
@@ -26,6 +33,9 @@ struct Instr {
   bool raw_call : 1;     // App: Binding::raw_call
   bool self_ref : 1;     // Lambda: the running closure itself (a letrec member naming itself)
   bool inert_guard : 1;  // Lambda of a way out's backpropagator: a zero one when the value (b) holds no real
+  // App, BackCall: the kinds of callee the interpreter has met here (kSeen*, note_callee), so
+  // that native code inlines only the ways of calling them (none seen yet: all of them).
+  uint8_t seen = 0;
   int x, a, b, b2, x2, x3;
   int ncaps;  // Lambda, chain call
   union {
@@ -65,7 +75,10 @@ struct Code {
   bool entry = false;
   Lambda* lam = nullptr;  // whose body it is (entry)
   bool jit_failed = false;
+  // Runs counted within a window of the thread's steps (jit_window_bits), halved for each window
+  // gone by: only a body run often compared with the rest is compiled (Exec::run).
   uint32_t runs = 0;
+  uint32_t runs_window = 0;
   // When the native code's first two instructions take the argument apart (car to slot arg_x,
   // cdr to slot arg_x2) and nothing else reads it, a native caller passing two values writes
   // them there and enters at instruction 2, making no pair; -1 otherwise.

@@ -138,8 +138,37 @@ Value raw_apply(Value t, Value y, Pos pos, Value* out, const char* xf);
 Value Exec::arg_of(const Instr* ip) const { return ip->op2 == AppPair ? cons(get(ip->b), get(ip->b2)) : get(ip->b); }
 
 // x, x2 = car, cdr of (f a): the forward phase's call in reverse-transformed code.
+namespace {
+// Records at ip the kind of callee fv is (Instr::seen), for the native tier.
+inline void note_callee(const Instr* ip, Value fv) {
+  uint8_t bit = kSeenOther;
+  if (is(fv, Kind::Prim)) {
+    bit = kSeenPrim;
+  } else if (is(fv, Kind::Closure)) {
+    Lambda* lam = static_cast<Closure*>(fv.as_obj())->lambda;
+    bool native = ip->split ? (ip->op2 == AppPair ? (void*)lam->native_split2 : (void*)lam->native_split1) != nullptr
+                            : ip->op2 == AppPair && lam->native2;
+    bit = native ? kSeenNative : kSeenClosure;
+  }
+  if (!(ip->seen & bit)) const_cast<Instr*>(ip)->seen |= bit;
+}
+// The same for the backpropagator bp a split BackCall calls.
+inline void note_backprop(const Instr* ip, Value bp) {
+  uint8_t bit = kSeenBackOther;
+  if (bp.bits == const_pair_view().bits) {
+    bit = kSeenBackNode;
+  } else if (bp.is_view() && (bp.bits >> 48) == 0) {
+    uint64_t t = view_tag(bp);
+    if (t == kViewBpNode) bit = kSeenBackNode;
+    else if (t == kViewBpCarJ || t == kViewBpCdrJ) bit = kSeenBackProj;
+  }
+  if (!(ip->seen & bit)) const_cast<Instr*>(ip)->seen |= bit;
+}
+}  // namespace
+
 void Exec::run_split(const Instr* ip) {
   Value fv = get(ip->a);
+  note_callee(ip, fv);
   Value out[2];
   if (is(fv, Kind::Closure)) {
     Closure* cl = static_cast<Closure*>(fv.as_obj());
@@ -251,6 +280,7 @@ inline int Exec::op_app(const Instr* ip) {
     tail_pos = ip->src->pos;
     return (int)Exit::ChainTail;
   }
+  note_callee(ip, fv);
   if (ip->op2 == AppPair) {
     if (is(fv, Kind::Prim)) {
       Prim* p = static_cast<Prim*>(fv.as_obj());
@@ -353,6 +383,7 @@ inline int Exec::op_backcall(const Instr* ip) {
   // A backpropagator view taken apart at once (most of the backward pass of first-level code):
   // back_view directly, as back_call would call it.
   Value bp = get(ip->a), y = get(ip->b);
+  if (ip->split && !zero_sensitivity(y)) note_backprop(ip, bp);
   if (bp.is_view() && ip->split && !zero_sensitivity(y) && back_view(bp, y, out, ip->split3)) {
     fr[ip->x] = out[0];
     fr[ip->x2] = out[1];
@@ -471,9 +502,26 @@ extern "C" int vlad_jit_store(Exec* ex, const Instr* ip, int e) {
 
 VLAD_JIT_CALL(vlad_jit_arg_pair, (ex->arg = ex->arg_of(ip), Exec::kContinue))
 
+namespace {
+// A body is compiled once it has run jit_threshold times in a short while: its runs are counted
+// in windows of 2^jit_window_bits of this thread's steps and halved for each window gone by. Code
+// run once per pass of a large computation (W4's hundreds of bodies, transformed six times over)
+// stays interpreted: compiled, it would bring ~5 MB of machine code through the instruction cache
+// a pass, which costs more than the dispatch it saves (docs/native-tier.md).
+inline bool hot(Code* c) {
+  uint32_t now = (uint32_t)(work.steps >> current->jit_window_bits);
+  if (c->runs_window != now) {
+    uint32_t gone = now - c->runs_window;
+    c->runs = gone >= 32 ? 0 : c->runs >> gone;
+    c->runs_window = now;
+  }
+  return ++c->runs >= current->jit_threshold;
+}
+}  // namespace
+
 Exit Exec::run(const Code* c, int start) {
   if (c->native) return run_native(c, start);
-  if (c->entry && current->jit && ++const_cast<Code*>(c)->runs >= current->jit_threshold && !c->jit_failed) {
+  if (c->entry && current->jit && hot(const_cast<Code*>(c)) && !c->jit_failed) {
     jit_compile(const_cast<Code*>(c));
     if (c->native) return run_native(c, start);
   }

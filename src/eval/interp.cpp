@@ -41,6 +41,7 @@ Interp::Interp() {
   jit = jit_supported();
   if (const char* e = getenv("VLAD_JIT")) jit = jit && std::string(e) != "off";
   if (const char* e = getenv("VLAD_JIT_THRESHOLD")) jit_threshold = (uint32_t)std::max(1L, atol(e));
+  if (const char* e = getenv("VLAD_JIT_WINDOW")) jit_window_bits = (uint32_t)std::min(63L, std::max(0L, atol(e)));
   for (Prim* p : make_builtin_prims()) add_prim(p);
   p_plus = prim("plus");
   p_zero = prim("zero");

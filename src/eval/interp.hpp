@@ -31,6 +31,7 @@ struct Interp {
   // compiled when it has run `jit_threshold` times (VLAD_JIT_THRESHOLD).
   bool jit = false;
   uint32_t jit_threshold = 30;
+  uint32_t jit_window_bits = 16;  // ... within a window of 2^16 steps (eval.cpp's hot(); VLAD_JIT_WINDOW)
   std::vector<std::string> include_dirs;
   std::set<std::string> included;
   std::string (*read_line)(Interp&) = nullptr;

@@ -215,6 +215,29 @@ struct Emitter {
 
   explicit Emitter(xr::Assembler& as) : a(as) {}
 
+  // Code that runs only when a guard fails (the interpreter's step, the collector's allocation)
+  // is placed in a section of its own after the body, so the path taken is dense: a body that is
+  // mostly runtime calls would otherwise bring 3–5 times as many bytes into the instruction
+  // cache as it runs. `cold(f)` emits f there (inline when there is no such section, or when
+  // already in it); f ends by jumping back.
+  Section* cold_section = nullptr;
+  bool in_cold = false;
+  template <class F>
+  void cold(F f) {
+    if (!cold_section || in_cold) {  // inline, jumped over
+      Label over = a.newLabel();
+      a.jmp(over);
+      f();
+      a.bind(over);
+      return;
+    }
+    in_cold = true;
+    a.section(cold_section);
+    f();
+    a.section(a.code()->textSection());
+    in_cold = false;
+  }
+
   xr::Mem slot(int r) { return r >= 0 ? xr::qword_ptr(kFr, r * 8) : xr::qword_ptr(kEnv, (-r - 1) * 8); }
   void load(const xr::Gp& g, int r) { a.mov(g, slot(r)); }
   void store(int x, const xr::Gp& g) { a.mov(xr::qword_ptr(kFr, x * 8), g); }
@@ -396,10 +419,12 @@ struct Emitter {
   void guarded(const Instr* ip, F fast) {
     Label slow = a.newLabel(), done = a.newLabel();
     fast(slow);
-    a.jmp(done);
-    a.bind(slow);
-    step(ip);
     a.bind(done);
+    cold([&] {
+      a.bind(slow);
+      step(ip);
+      a.jmp(done);
+    });
   }
 
   // The primitive slot r holds when it was set by a Global of an untransformed builtin in view.
@@ -761,18 +786,27 @@ struct Emitter {
   // (its zero 0), (), #t, #f (their own) or a pair (the view of its zero); anything else: the
   // interpreter.
   void emit_back_proj(const Instr* ip) {
+    // (only the kinds of backpropagator the interpreter met here, Instr::seen)
+    bool node = ip->seen == 0 || (ip->seen & kSeenBackNode), proj = ip->seen == 0 || (ip->seen & kSeenBackProj);
     guarded(ip, [&](Label slow) {
+      if (!proj) {
+        if (node) back_node_code(ip, slow);
+        else a.jmp(slow);
+        return;
+      }
       // the backpropagator of a primitive's node (its view kViewBpNode) or of a comparison of
       // two constant reals (kConstPairView) on a real ȳ: back_node_code
       Label node_path = a.newLabel(), node_done = a.newLabel();
       load(xr::rax, ip->a);
-      a.mov(xr::rdx, const_pair_view().bits);
-      a.cmp(xr::rax, xr::rdx);
-      a.je(node_path);
-      a.mov(xr::rdx, xr::rax);
-      a.and_(xr::rdx, 15);
-      a.cmp(xr::rdx, (int32_t)kViewBpNode);
-      a.je(node_path);
+      if (node) {
+        a.mov(xr::rdx, const_pair_view().bits);
+        a.cmp(xr::rax, xr::rdx);
+        a.je(node_path);
+        a.mov(xr::rdx, xr::rax);
+        a.and_(xr::rdx, 15);
+        a.cmp(xr::rdx, (int32_t)kViewBpNode);
+        a.je(node_path);
+      }
       // r9 = the zero of the other part, r10 = 1 on the cdr side; jumps to `fail` outside the case
       auto other_zero = [&](Label fail) {
         Label is_car = a.newLabel(), got = a.newLabel(), real_part = a.newLabel(), done = a.newLabel();
@@ -827,10 +861,12 @@ struct Emitter {
       a.mov(xr::edx, (int32_t)Value::kNil);
       store(ip->x, xr::rdx);
       store(ip->x2, xr::r11);
-      a.jmp(node_done);
-      a.bind(node_path);
-      back_node_code(ip, slow);
-      a.bind(node_done);
+      if (node) {
+        a.jmp(node_done);
+        a.bind(node_path);
+        back_node_code(ip, slow);
+        a.bind(node_done);
+      }
     });
   }
 
@@ -1008,18 +1044,20 @@ struct Emitter {
     emit_prim(ip, p, form, ip->tail ? slow : prim_slow);  // its value in rax
     store(ip->x, xr::rax);
     count(offsetof(WorkCounters, applications));
-    a.jmp(done);
-    if (!ip->tail) {  // arguments outside the inline form: the primitive itself, called
-      a.bind(prim_slow);
-      a.mov(xr::rdi, kEx);
-      a.mov(xr::rsi, (uint64_t)ip);
-      call((const void*)&vlad_jit_prim);
-      check_continue();
-      a.jmp(done);
-    }
-    a.bind(slow);
-    step(ip);
     a.bind(done);
+    cold([&] {
+      if (!ip->tail) {  // arguments outside the inline form: the primitive itself, called
+        a.bind(prim_slow);
+        a.mov(xr::rdi, kEx);
+        a.mov(xr::rsi, (uint64_t)ip);
+        call((const void*)&vlad_jit_prim);
+        check_continue();
+        a.jmp(done);
+      }
+      a.bind(slow);
+      step(ip);
+      a.jmp(done);
+    });
   }
 
   bool alloc_ok = false;
@@ -1047,16 +1085,17 @@ struct Emitter {
   void emit_alloc(size_t bytes, int32_t pushed = 0) {
     Label slow = a.newLabel(), have = a.newLabel();
     emit_alloc_from_list(bytes, slow);
-    a.jmp(have);
-    a.bind(slow);
-    a.mov(xr::edi, (uint32_t)bytes);
-    call((const void*)&vlad_jit_alloc);
-    a.test(xr::rax, xr::rax);
-    a.jnz(have);
-    if (pushed) a.add(xr::rsp, pushed);
-    a.mov(xr::eax, kThrown);
-    a.jmp(ret);
     a.bind(have);
+    cold([&] {
+      a.bind(slow);
+      a.mov(xr::edi, (uint32_t)bytes);
+      call((const void*)&vlad_jit_alloc);
+      a.test(xr::rax, xr::rax);
+      a.jnz(have);
+      if (pushed) a.add(xr::rsp, pushed);
+      a.mov(xr::eax, kThrown);
+      a.jmp(ret);
+    });
   }
   // rax = a pointer-free object of `bytes` (one or two granules) taken from this thread's batch
   // as gc_alloc_atomic takes it, which is the slow path (an empty batch, the heap limit).
@@ -1078,23 +1117,24 @@ struct Emitter {
     a.mov(xr::qword_ptr(xr::r8), 0);  // held by its user from now on
     count(offsetof(WorkCounters, objects));
     count(offsetof(WorkCounters, bytes), (int64_t)bytes);
-    a.jmp(have);
-    a.bind(slow);
-    a.sub(xr::rsp, 32);
-    a.movsd(xr::qword_ptr(xr::rsp), xr::xmm0);
-    a.movsd(xr::qword_ptr(xr::rsp, 8), xr::xmm1);
-    a.movsd(xr::qword_ptr(xr::rsp, 16), xr::xmm2);
-    a.mov(xr::edi, (uint32_t)bytes);
-    call((const void*)&vlad_jit_alloc_atomic);
-    a.movsd(xr::xmm0, xr::qword_ptr(xr::rsp));
-    a.movsd(xr::xmm1, xr::qword_ptr(xr::rsp, 8));
-    a.movsd(xr::xmm2, xr::qword_ptr(xr::rsp, 16));
-    a.add(xr::rsp, 32);
-    a.test(xr::rax, xr::rax);
-    a.jnz(have);
-    a.mov(xr::eax, kThrown);
-    a.jmp(ret);
     a.bind(have);
+    cold([&] {
+      a.bind(slow);
+      a.sub(xr::rsp, 32);
+      a.movsd(xr::qword_ptr(xr::rsp), xr::xmm0);
+      a.movsd(xr::qword_ptr(xr::rsp, 8), xr::xmm1);
+      a.movsd(xr::qword_ptr(xr::rsp, 16), xr::xmm2);
+      a.mov(xr::edi, (uint32_t)bytes);
+      call((const void*)&vlad_jit_alloc_atomic);
+      a.movsd(xr::xmm0, xr::qword_ptr(xr::rsp));
+      a.movsd(xr::xmm1, xr::qword_ptr(xr::rsp, 8));
+      a.movsd(xr::xmm2, xr::qword_ptr(xr::rsp, 16));
+      a.add(xr::rsp, 32);
+      a.test(xr::rax, xr::rax);
+      a.jnz(have);
+      a.mov(xr::eax, kThrown);
+      a.jmp(ret);
+    });
   }
 
   // rax = (reverse y), y in xmm0, of `aux` (a node: its primitive's id + 1; a constant leaf:
@@ -1194,10 +1234,12 @@ struct Emitter {
       emit_closure(ip->lam, ip->ncaps, ip->caps, -1, [] {});
     }
     store(ip->x, xr::rax);
-    a.jmp(done);
-    a.bind(slow);
-    step(ip);
     a.bind(done);
+    cold([&] {
+      a.bind(slow);
+      step(ip);
+      a.jmp(done);
+    });
   }
 
   // A call of a closure whose lambda has native code (Lambda::direct; exec.hpp): its frame and
@@ -1233,15 +1275,22 @@ struct Emitter {
       a.mov(xr::qword_ptr(xr::rcx, enter.record_pos), xr::rdi);
       a.mov(xr::rdi, line_col);
       a.mov(xr::qword_ptr(xr::rcx, enter.record_pos + 8), xr::rdi);
-      a.jmp(entered);
     }
-    a.bind(slow_enter);
-    a.mov(xr::rdi, xr::rax);
-    a.mov(xr::rsi, (uint64_t)ip);
-    call((const void*)&vlad_jit_enter);
-    a.test(xr::eax, xr::eax);
-    a.jnz(ret);  // kThrown
+    auto call_enter = [&] {
+      a.bind(slow_enter);
+      a.mov(xr::rdi, xr::rax);
+      a.mov(xr::rsi, (uint64_t)ip);
+      call((const void*)&vlad_jit_enter);
+      a.test(xr::eax, xr::eax);
+      a.jnz(ret);  // kThrown
+    };
+    if (!enter.ok) call_enter();
     a.bind(entered);
+    if (enter.ok)
+      cold([&] {
+        call_enter();
+        a.jmp(entered);
+      });
   }
   void leave_frame() {
     a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
@@ -1432,11 +1481,14 @@ struct Emitter {
   }
 
   void emit_direct_call(const Instr* ip) {
+    // Only the ways of calling the kinds of callee the interpreter met here (all, before it has
+    // run the call); any other goes to the interpreter's step.
+    auto seen = [&](uint8_t kinds) { return ip->seen == 0 || (ip->seen & kinds); };
     guarded(ip, [&](Label slow) {
       Label go = a.newLabel(), other = a.newLabel(), thrown = a.newLabel(),
             done = a.newLabel(), tail_go = a.newLabel();
       load(xr::rax, ip->a);
-      if (!ip->split && ip->op2 == AppPair) {
+      if (!ip->split && ip->op2 == AppPair && seen(kSeenPrim)) {
         // a primitive of real arithmetic or comparison on two reals (the callee a variable:
         // (map2 + u v), say): its own function, which cannot fail on reals (op_app's fn2 case)
         Label not_prim = a.newLabel(), arith = a.newLabel();
@@ -1469,13 +1521,13 @@ struct Emitter {
       }
       kind_guard(Kind::Closure, slow);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-      if (!ip->split && ip->op2 == AppPair) {  // a callee with a native form of two arguments (op_app's case)
+      if (!ip->split && ip->op2 == AppPair && seen(kSeenNative)) {  // a callee with a native form of two arguments (op_app's case)
         Label no_native = a.newLabel();
         emit_native2(ip, no_native, slow, done);
         a.bind(no_native);
       }
-      if (!ip->split && ip->op2 != AppPair && known_fwd_unary(ip->a)) emit_fwd_unary(ip, done, slow);  // (apply_core's native1 case)
-      if (ip->split) {  // a callee with a native forward phase: called here (run_split's first case)
+      if (!ip->split && ip->op2 != AppPair && seen(kSeenClosure) && known_fwd_unary(ip->a)) emit_fwd_unary(ip, done, slow);  // (apply_core's native1 case)
+      if (ip->split && seen(kSeenNative)) {  // a callee with a native forward phase: called here (run_split's first case)
         Label no_split = a.newLabel(), declined = a.newLabel();
         bool two = ip->op2 == AppPair;
         a.mov(xr::rdi, xr::qword_ptr(xr::rdx, two ? lambda_split2 : lambda_split1));
@@ -1511,6 +1563,11 @@ struct Emitter {
         a.je(ret);
         a.jmp(slow);
         a.bind(no_split);
+      }
+      if (!seen(kSeenClosure)) {
+        a.jmp(slow);
+        a.bind(done);
+        return;
       }
       a.cmp(xr::qword_ptr(xr::rdx, lambda_direct), 0);
       a.je(slow);
@@ -2566,6 +2623,8 @@ void jit_compile(Code* c) {
   auto t0 = std::chrono::steady_clock::now();
   Emitter em(a);
   em.ret = a.newLabel();
+  Section* cold = nullptr;
+  if (code.newSection(&cold, ".cold", SIZE_MAX, SectionFlags::kExecutable, 1) == kErrorOk) em.cold_section = cold;
   ptrdiff_t d = depth_offset_from_work();
   em.depth_offset_ok = d == (int32_t)d;
   em.depth_offset = (int32_t)d;
