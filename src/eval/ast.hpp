@@ -155,6 +155,9 @@ struct Lambda {
   // `code` once it has native code and nothing else runs in its place (no native implementation,
   // not a raw backpropagator): native callers then enter it directly (jit.cpp). Null otherwise.
   Code* direct = nullptr;
+  // `code` of a raw backpropagator (raw_bp) once it has native code, starts no chain and has no
+  // native form (native_back): native code's BackCall enters it as run_raw does (jit.cpp).
+  Code* raw_direct = nullptr;
   Value empty_closure;      // when `free` is empty, the one closure of this lambda
 };
 

@@ -500,6 +500,27 @@ extern "C" int vlad_jit_store(Exec* ex, const Instr* ip, int e) {
   });
 }
 
+// After native code ran a raw backpropagator's body for a split BackCall (emit_back_raw): its
+// halves (r1, r2: exit Pair) or its value (r1), stored as op_backcall stores what run_raw gives.
+extern "C" int vlad_jit_back_done(Exec* ex, const Instr* ip, int e, uint64_t r1, uint64_t r2) {
+  return jit_guard([&] {
+    Value out[3];
+    if (Exit(e) == Exit::Pair) {
+      out[0] = Value(r1, 0);
+      out[1] = Value(r2, 0);
+    } else {
+      split_value(Value(r1, 0), out, "(cons f-bar x-bar)", ip->src->pos);
+    }
+    if (ip->split3) {
+      split_sensitivity(out[1], out + 1);
+      ex->fr[ip->x3] = out[2];
+    }
+    ex->fr[ip->x] = out[0];
+    ex->fr[ip->x2] = out[1];
+    return Exec::kContinue;
+  });
+}
+
 VLAD_JIT_CALL(vlad_jit_arg_pair, (ex->arg = ex->arg_of(ip), Exec::kContinue))
 
 namespace {

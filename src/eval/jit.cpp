@@ -68,6 +68,7 @@ const int32_t pair_car = field_offset(pair_probe, pair_probe.car), pair_cdr = fi
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
 const int32_t lambda_split2 = (int32_t)offsetof(Lambda, native_split2), lambda_prim = (int32_t)offsetof(Lambda, native_prim);
 const int32_t binding_cache_in = (int32_t)offsetof(Binding, cache_in), binding_cache_out = (int32_t)offsetof(Binding, cache_out);
+const int32_t lambda_raw_direct = (int32_t)offsetof(Lambda, raw_direct);
 const int32_t lambda_direct = (int32_t)offsetof(Lambda, direct), lambda_split1 = (int32_t)offsetof(Lambda, native_split1);
 const int32_t lambda_native2 = (int32_t)offsetof(Lambda, native2), lambda_native1 = (int32_t)offsetof(Lambda, native1);
 const int32_t bundle_primal = (int32_t)offsetof(Bundle, primal), bundle_tangent = (int32_t)offsetof(Bundle, tangent);
@@ -1480,6 +1481,76 @@ struct Emitter {
     a.mov(xr::qword_ptr(xr::rsp, exec_pend_last), xr::r8);
   }
 
+  // A split BackCall of a closure of a raw backpropagator with native code (Lambda::raw_direct)
+  // on a real or a pair ȳ (not a zero: the caller has skipped those): its body entered here as
+  // run_raw enters it (a frame, fr[0] = ȳ), its halves stored as op_backcall stores them — a
+  // pair for x̄ taken apart when split3, anything else by vlad_jit_back_done — then to `end`.
+  // Any other backpropagator: to `next`.
+  void emit_back_raw(const Instr* ip, Label next, Label end) {
+    Label y_ok = a.newLabel(), thrown = a.newLabel(), general = a.newLabel();
+    load(xr::rax, ip->a);
+    object_or_view(xr::rax, xr::rdx, next, next);
+    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
+    a.jne(next);
+    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+    a.cmp(xr::qword_ptr(xr::rdx, lambda_raw_direct), 0);
+    a.je(next);
+    load(xr::rcx, ip->b);
+    a.mov(xr::r8, kOffset);
+    a.cmp(xr::rcx, xr::r8);
+    a.jae(y_ok);
+    kind_guard_of(xr::rcx, xr::r8, Kind::Pair, next);
+    a.bind(y_ok);
+    count(offsetof(WorkCounters, applications));
+    emit_enter_frame(ip);
+    load(xr::rax, ip->a);
+    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+    a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_raw_direct));
+    make_callee_frame();
+    load(xr::r9, ip->b);
+    a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0] = ȳ
+    a.xor_(xr::esi, xr::esi);
+    a.mov(xr::rax, xr::qword_ptr(xr::rdx, code_native));
+    a.mov(xr::rdi, xr::rsp);
+    a.mov(xr::rdx, kWork);
+    a.mov(xr::rcx, kMeter);
+    a.call(xr::rax);
+    a.cmp(xr::eax, kThrown);
+    a.je(thrown);
+    a.mov(xr::rsi, xr::qword_ptr(xr::rsp, exec_r1));
+    a.mov(xr::rdx, xr::qword_ptr(xr::rsp, exec_r2));
+    leave_frame();  // (the halves in rsi, rdx: nothing runs before they are stored)
+    a.cmp(xr::eax, (int32_t)Exit::Pair);
+    a.jne(general);
+    if (ip->split3) {  // x̄ a pair: its parts (split_sensitivity)
+      kind_guard_of(xr::rdx, xr::r8, Kind::Pair, general);
+      store(ip->x, xr::rsi);
+      a.mov(xr::r8, xr::qword_ptr(xr::rdx, pair_car));
+      store(ip->x2, xr::r8);
+      a.mov(xr::r8, xr::qword_ptr(xr::rdx, pair_cdr));
+      store(ip->x3, xr::r8);
+    } else {
+      store(ip->x, xr::rsi);
+      store(ip->x2, xr::rdx);
+    }
+    a.jmp(end);
+    cold([&] {
+      a.bind(general);
+      a.mov(xr::r8, xr::rdx);
+      a.mov(xr::rcx, xr::rsi);
+      a.mov(xr::edx, xr::eax);
+      a.mov(xr::rsi, (uint64_t)ip);
+      a.mov(xr::rdi, kEx);
+      call((const void*)&vlad_jit_back_done);
+      check_continue();
+      a.jmp(end);
+      a.bind(thrown);
+      leave_frame();
+      a.mov(xr::eax, kThrown);
+      a.jmp(ret);
+    });
+  }
+
   void emit_direct_call(const Instr* ip) {
     // Only the ways of calling the kinds of callee the interpreter met here (all, before it has
     // run the call); any other goes to the interpreter's step.
@@ -2461,6 +2532,11 @@ struct Emitter {
           a.jmp(end);
           a.bind(nonzero);
         }
+        if (ip->split && depth_offset_ok && (ip->seen == 0 || (ip->seen & kSeenBackOther))) {
+          Label next = a.newLabel();
+          emit_back_raw(ip, next, end);
+          a.bind(next);
+        }
         if (ip->split3) emit_back_node(ip);
         else if (ip->split && alloc_ok) emit_back_proj(ip);
         else step(ip);
@@ -2647,6 +2723,7 @@ void jit_compile(Code* c) {
   if (Lambda* lam = c->lam) {
     if (lam->code == c && !lam->native1 && !lam->native2 && !lam->native_split1 && !lam->native_split2 && !lam->raw_bp)
       lam->direct = c;
+    if (lam->code == c && lam->raw_bp && !c->chain_head && !lam->native_back) lam->raw_direct = c;
   }
   work.native_bodies++;
   work.native_instructions += em.instructions;
