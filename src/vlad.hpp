@@ -290,7 +290,8 @@ class Interpreter {
   void set_jit(bool on);
   bool jit() const;
   static bool jit_supported();
-  // How many runs of a body before it is compiled (default 30; at least 1).
+  // How many runs of a body before it is compiled (default 30; at least 1), counted within a
+  // window of 65,536 steps and halved for each window gone by: code run rarely stays interpreted.
   void set_jit_threshold(unsigned runs);
 
  private:
