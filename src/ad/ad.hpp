@@ -50,6 +50,8 @@ Value transform_value(Value v, char t);
 // The backpropagator of a call of the reverse-transformed closure f on x whose value holds no real:
 // (f̄ . x̄) = (zero of f's primal . zero of x's primal) whatever ȳ (a raw backpropagator).
 Value zero_backpropagator(Value f, Value x);
+// Its lambda (this interpreter's, made on first need): native code makes such closures itself.
+Lambda* zero_backpropagator_lambda();
 
 // ---- closures as data: constants are free variables (paper §4) ----
 // The lambda with its real constants as free variables (lam->cc), or null for a lambda made by a

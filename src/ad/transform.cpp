@@ -1059,7 +1059,7 @@ Lambda* general_reverse(Lambda* lam) {
 
 }  // namespace
 
-Value zero_backpropagator(Value f, Value x) {
+Lambda* zero_backpropagator_lambda() {
   Interp& in = *current;
   if (!in.zero_bp) {
     Lambda* z = static_cast<Lambda*>(gc_alloc_uncollectable(sizeof(Lambda)));
@@ -1080,8 +1080,12 @@ Value zero_backpropagator(Value f, Value x) {
     z->raw_bp = true;
     in.zero_bp = z;
   }
+  return in.zero_bp;
+}
+
+Value zero_backpropagator(Value f, Value x) {
   Value env[2] = {f, x};
-  return make_closure(in.zero_bp, env, 2);
+  return make_closure(zero_backpropagator_lambda(), env, 2);
 }
 
 namespace {

@@ -274,7 +274,7 @@ struct Emitter {
     if (rebuild_arg) emit_rebuild_arg();
     emit_alloc(sizeof(Closure) + sizeof(Value));
     write_header(Kind::Closure, 2);
-    a.mov(xr::rcx, (uint64_t)current->zero_bp);
+    a.mov(xr::rcx, (uint64_t)zero_backpropagator_lambda());
     a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
     a.mov(xr::rcx, xr::qword_ptr(kEx, offsetof(Exec, self)));
     a.mov(xr::qword_ptr(xr::rax, closure_env), xr::rcx);
@@ -1009,7 +1009,7 @@ struct Emitter {
       }
     }
     if (ip->tail && !ip->split && !ip->raw_call && alloc_ok &&
-        (!ip->chain_call || (ip->ncaps > 0 && current->zero_bp &&
+        (!ip->chain_call || (ip->ncaps > 0 && zero_backpropagator_lambda() &&
                              free_list_index(sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1)) >= 0))) {
       Lambda* rule = known_rev_lambda(ip->a);
       bool projection = rule && ip->op2 != AppPair &&
