@@ -1465,6 +1465,18 @@ struct Emitter {
 
   // rax = a closure, rdx = its Code (Lambda::direct): its Exec and frame made below rsp (the
   // Exec at rsp, rcx = the frame).
+  // A call of the closure in slot ip->a whose lambda holds at `code_field` the Code to run (its
+  // `direct` or `raw_direct`): counted, the frame entered (emit_enter_frame), and the callee's
+  // Exec at rsp with its frame after it (make_callee_frame): rax = the closure, rdx = the Code,
+  // rcx = the callee's frame.
+  void enter_callee(const Instr* ip, int32_t code_field) {
+    count(offsetof(WorkCounters, applications));
+    emit_enter_frame(ip);
+    load(xr::rax, ip->a);
+    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+    a.mov(xr::rdx, xr::qword_ptr(xr::rdx, code_field));
+    make_callee_frame();
+  }
   void make_callee_frame() {
     a.movsxd(xr::rcx, xr::dword_ptr(xr::rdx, code_nslots));
     a.shl(xr::rcx, 3);
@@ -1501,12 +1513,7 @@ struct Emitter {
     a.jae(y_ok);
     kind_guard_of(xr::rcx, xr::r8, Kind::Pair, next);
     a.bind(y_ok);
-    count(offsetof(WorkCounters, applications));
-    emit_enter_frame(ip);
-    load(xr::rax, ip->a);
-    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-    a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_raw_direct));
-    make_callee_frame();
+    enter_callee(ip, lambda_raw_direct);
     load(xr::r9, ip->b);
     a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0] = ȳ
     a.xor_(xr::esi, xr::esi);
@@ -1642,13 +1649,7 @@ struct Emitter {
       }
       a.cmp(xr::qword_ptr(xr::rdx, lambda_direct), 0);
       a.je(slow);
-      count(offsetof(WorkCounters, applications));
-      emit_enter_frame(ip);
-      // the callee's Exec at rsp, its frame after it: rax = the closure, rdx = its Code
-      load(xr::rax, ip->a);
-      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-      a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
-      make_callee_frame();
+      enter_callee(ip, lambda_direct);
       if (ip->op2 == AppPair) {
         Label make_pair = a.newLabel();
         a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x));
