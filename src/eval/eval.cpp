@@ -137,7 +137,6 @@ Value raw_apply(Value t, Value y, Pos pos, Value* out, const char* xf);
 
 Value Exec::arg_of(const Instr* ip) const { return ip->op2 == AppPair ? cons(get(ip->b), get(ip->b2)) : get(ip->b); }
 
-// x, x2 = car, cdr of (f a): the forward phase's call in reverse-transformed code.
 namespace {
 // Records at ip the kind of callee fv is (Instr::seen), for the native tier.
 inline void note_callee(const Instr* ip, Value fv) {
@@ -166,6 +165,7 @@ inline void note_backprop(const Instr* ip, Value bp) {
 }
 }  // namespace
 
+// x, x2 = car, cdr of (f a): the forward phase's call in reverse-transformed code.
 void Exec::run_split(const Instr* ip) {
   Value fv = get(ip->a);
   note_callee(ip, fv);
