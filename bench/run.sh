@@ -218,7 +218,7 @@ echo
 
 # ---------------------------------------------------------------- (g) the native tier
 echo "(g) the native tier: the same programs interpreted only (VLAD_JIT=off) and with the tier (the default:"
-echo "    a body is compiled after 30 runs); whole processes minus start-up, best of 3; speed-up = off / on"
+echo "    a body is compiled after 30 runs within 65,536 steps); whole processes minus start-up, best of 3; speed-up = off / on"
 printf '  %-44s %10s %10s %8s\n' program "off (s)" "on (s)" speed-up
 tier_row() {  # label file input
   local off
