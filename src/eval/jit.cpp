@@ -81,7 +81,8 @@ const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offseto
               exec_self = (int32_t)offsetof(Exec, self), exec_r1 = (int32_t)offsetof(Exec, r1),
               exec_r2 = (int32_t)offsetof(Exec, r2), exec_pend_first = (int32_t)offsetof(Exec, pend_first),
               exec_pend_last = (int32_t)offsetof(Exec, pend_last), exec_pend_hole = (int32_t)offsetof(Exec, pend_hole),
-              exec_f = (int32_t)offsetof(Exec, f), exec_arg = (int32_t)offsetof(Exec, arg);
+              exec_f = (int32_t)offsetof(Exec, f), exec_arg = (int32_t)offsetof(Exec, arg),
+              exec_chain = (int32_t)offsetof(Exec, chain), exec_hole = (int32_t)offsetof(Exec, hole);
 #pragma GCC diagnostic pop
 // A direct call's callee Exec and then its frame, below the caller's native frame.
 constexpr int32_t kExecBytes = (int32_t)((sizeof(Exec) + 15) & ~size_t(15));
@@ -607,6 +608,7 @@ struct Emitter {
     }
     a.bind(slow);  // another callee: a tail call as any other
     if (!ip->chain_call && !ip->split && !ip->raw_call && (alloc_ok || ip->op2 != AppPair)) emit_tail_call(ip);
+    else if (ip->chain_call && !ip->split && !ip->raw_call && alloc_ok) emit_chain_tail(ip);
     else step(ip);
   }
 
@@ -1034,6 +1036,8 @@ struct Emitter {
       else if (!ip->tail && !ip->raw_call && !ip->chain_call && p) emit_prim_call(ip, p);
       else if (ip->tail && !ip->split && !ip->raw_call && !ip->chain_call && !p && (alloc_ok || ip->op2 != AppPair))
         emit_tail_call(ip);
+      else if (ip->tail && !ip->split && !ip->raw_call && ip->chain_call && !p && chain_ok && alloc_ok)
+        emit_chain_tail(ip);
       else step(ip);
       return;
     }
@@ -1985,6 +1989,38 @@ struct Emitter {
       a.mov(xr::eax, (int32_t)Exit::Tail);
       a.jmp(ret);
       a.bind(value);  // a value at once, in the call's slot: the body's value
+    });
+  }
+
+  // A chain call (Instr::chain_call) of a closure with no native forward phase for it, as op_app
+  // makes it: the backpropagator with a hole (ip->chain over ip->caps, () in the hole) becomes the
+  // Exec's `chain`, the callee and its argument its tail call, and the body ends with ChainTail.
+  // Any other callee (a reverse rule not known here, a primitive): the interpreter's step.
+  void emit_chain_tail(const Instr* ip) {
+    guarded(ip, [&](Label slow) {
+      load(xr::rax, ip->a);
+      kind_guard(Kind::Closure, slow);
+      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      a.cmp(xr::qword_ptr(xr::rdx, ip->op2 == AppPair ? lambda_split2 : lambda_split1), 0);
+      a.jne(slow);
+      if (rebuild_arg) emit_rebuild_arg();  // (the backpropagator may hold the argument)
+      emit_closure(ip->chain, ip->ncaps, ip->caps, ip->hole, [&] { a.mov(xr::ecx, (int32_t)Value::kNil); });
+      a.mov(xr::qword_ptr(kEx, exec_chain), xr::rax);
+      a.mov(xr::dword_ptr(kEx, exec_hole), ip->hole);
+      load(xr::rax, ip->a);
+      a.mov(xr::qword_ptr(kEx, exec_f), xr::rax);
+      if (ip->op2 == AppPair) emit_pair(ip->b, ip->b2);
+      else load(xr::rax, ip->b);
+      a.mov(xr::qword_ptr(kEx, exec_arg), xr::rax);
+      uint64_t pos[2];
+      memcpy(pos, &ip->src->pos, sizeof pos);
+      a.mov(xr::rax, pos[0]);
+      a.mov(xr::qword_ptr(kEx, exec_tail_pos), xr::rax);
+      a.mov(xr::rax, pos[1]);
+      a.mov(xr::qword_ptr(kEx, exec_tail_pos + 8), xr::rax);
+      count(offsetof(WorkCounters, applications));
+      a.mov(xr::eax, (int32_t)Exit::ChainTail);
+      a.jmp(ret);
     });
   }
 
