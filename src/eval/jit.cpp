@@ -1972,24 +1972,28 @@ struct Emitter {
       }
       a.bind(exit);
       a.mov(xr::qword_ptr(kEx, exec_f), xr::rax);
-      if (ip->op2 == AppPair) {
-        emit_pair(ip->b, ip->b2);
-      } else {
-        load(xr::rax, ip->b);
-      }
-      a.mov(xr::qword_ptr(kEx, exec_arg), xr::rax);
-      uint64_t pos[2];
-      static_assert(sizeof(Pos) == sizeof pos, "a position is two words");
-      memcpy(pos, &ip->src->pos, sizeof pos);
-      a.mov(xr::rax, pos[0]);
-      a.mov(xr::qword_ptr(kEx, exec_tail_pos), xr::rax);
-      a.mov(xr::rax, pos[1]);
-      a.mov(xr::qword_ptr(kEx, exec_tail_pos + 8), xr::rax);
-      count(offsetof(WorkCounters, applications));
-      a.mov(xr::eax, (int32_t)Exit::Tail);
-      a.jmp(ret);
+      emit_tail_exit(ip, Exit::Tail);
       a.bind(value);  // a value at once, in the call's slot: the body's value
     });
+  }
+
+  // The body ends with a tail call of the callee in Exec::f on ip's argument: the argument (a
+  // pair of b and b2 made here, or b) and the call's position in the Exec, the call counted,
+  // the exit e (Tail, or ChainTail with the Exec's chain and hole set).
+  void emit_tail_exit(const Instr* ip, Exit e) {
+    if (ip->op2 == AppPair) emit_pair(ip->b, ip->b2);
+    else load(xr::rax, ip->b);
+    a.mov(xr::qword_ptr(kEx, exec_arg), xr::rax);
+    uint64_t pos[2];
+    static_assert(sizeof(Pos) == sizeof pos, "a position is two words");
+    memcpy(pos, &ip->src->pos, sizeof pos);
+    a.mov(xr::rax, pos[0]);
+    a.mov(xr::qword_ptr(kEx, exec_tail_pos), xr::rax);
+    a.mov(xr::rax, pos[1]);
+    a.mov(xr::qword_ptr(kEx, exec_tail_pos + 8), xr::rax);
+    count(offsetof(WorkCounters, applications));
+    a.mov(xr::eax, (int32_t)e);
+    a.jmp(ret);
   }
 
   // A chain call (Instr::chain_call) of a closure with no native forward phase for it, as op_app
@@ -2009,18 +2013,7 @@ struct Emitter {
       a.mov(xr::dword_ptr(kEx, exec_hole), ip->hole);
       load(xr::rax, ip->a);
       a.mov(xr::qword_ptr(kEx, exec_f), xr::rax);
-      if (ip->op2 == AppPair) emit_pair(ip->b, ip->b2);
-      else load(xr::rax, ip->b);
-      a.mov(xr::qword_ptr(kEx, exec_arg), xr::rax);
-      uint64_t pos[2];
-      memcpy(pos, &ip->src->pos, sizeof pos);
-      a.mov(xr::rax, pos[0]);
-      a.mov(xr::qword_ptr(kEx, exec_tail_pos), xr::rax);
-      a.mov(xr::rax, pos[1]);
-      a.mov(xr::qword_ptr(kEx, exec_tail_pos + 8), xr::rax);
-      count(offsetof(WorkCounters, applications));
-      a.mov(xr::eax, (int32_t)Exit::ChainTail);
-      a.jmp(ret);
+      emit_tail_exit(ip, Exit::ChainTail);
     });
   }
 
