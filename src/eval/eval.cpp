@@ -153,8 +153,9 @@ inline void note_callee(const Instr* ip, Value fv) {
 }
 // The same for the backpropagator bp a split BackCall calls.
 inline void note_backprop(const Instr* ip, Value bp) {
+  static const uint64_t const_pair = const_pair_view().bits;
   uint8_t bit = kSeenBackOther;
-  if (bp.bits == const_pair_view().bits) {
+  if (bp.bits == const_pair) {
     bit = kSeenBackNode;
   } else if (bp.is_view() && (bp.bits >> 48) == 0) {
     uint64_t t = view_tag(bp);
@@ -542,7 +543,7 @@ inline bool hot(Code* c) {
 
 Exit Exec::run(const Code* c, int start) {
   if (c->native) return run_native(c, start);
-  if (c->entry && current->jit && hot(const_cast<Code*>(c)) && !c->jit_failed) {
+  if (c->entry && current->jit && !c->jit_failed && hot(const_cast<Code*>(c))) {
     jit_compile(const_cast<Code*>(c));
     if (c->native) return run_native(c, start);
   }

@@ -224,6 +224,10 @@ struct Emitter {
   // already in it); f ends by jumping back.
   Section* cold_section = nullptr;
   bool in_cold = false;
+
+  // Whether the interpreter met at ip a callee of one of `kinds` (Instr::seen), or has not run
+  // it yet (then every way of calling is emitted).
+  static bool met(const Instr* ip, uint8_t kinds) { return ip->seen == 0 || (ip->seen & kinds); }
   template <class F>
   void cold(F f) {
     if (!cold_section || in_cold) {  // inline, jumped over
@@ -790,7 +794,7 @@ struct Emitter {
   // interpreter.
   void emit_back_proj(const Instr* ip) {
     // (only the kinds of backpropagator the interpreter met here, Instr::seen)
-    bool node = ip->seen == 0 || (ip->seen & kSeenBackNode), proj = ip->seen == 0 || (ip->seen & kSeenBackProj);
+    bool node = met(ip, kSeenBackNode), proj = met(ip, kSeenBackProj);
     guarded(ip, [&](Label slow) {
       if (!proj) {
         if (node) back_node_code(ip, slow);
@@ -1011,8 +1015,7 @@ struct Emitter {
       }
     }
     if (ip->tail && !ip->split && !ip->raw_call && alloc_ok &&
-        (!ip->chain_call || (ip->ncaps > 0 && zero_backpropagator_lambda() &&
-                             free_list_index(sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1)) >= 0))) {
+        (!ip->chain_call || (ip->ncaps > 0 && free_list_index(sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1)) >= 0))) {
       Lambda* rule = known_rev_lambda(ip->a);
       bool projection = rule && ip->op2 != AppPair &&
                         (rule->native_split1 == rev_car_split() || rule->native_split1 == rev_cdr_split());
@@ -1467,8 +1470,6 @@ struct Emitter {
     a.bind(other);
   }
 
-  // rax = a closure, rdx = its Code (Lambda::direct): its Exec and frame made below rsp (the
-  // Exec at rsp, rcx = the frame).
   // A call of the closure in slot ip->a whose lambda holds at `code_field` the Code to run (its
   // `direct` or `raw_direct`): counted, the frame entered (emit_enter_frame), and the callee's
   // Exec at rsp with its frame after it (make_callee_frame): rax = the closure, rdx = the Code,
@@ -1481,6 +1482,8 @@ struct Emitter {
     a.mov(xr::rdx, xr::qword_ptr(xr::rdx, code_field));
     make_callee_frame();
   }
+  // rax = a closure, rdx = its Code (Lambda::direct): its Exec and frame made below rsp (the
+  // Exec at rsp, rcx = the frame).
   void make_callee_frame() {
     a.movsxd(xr::rcx, xr::dword_ptr(xr::rdx, code_nslots));
     a.shl(xr::rcx, 3);
@@ -1565,12 +1568,11 @@ struct Emitter {
   void emit_direct_call(const Instr* ip) {
     // Only the ways of calling the kinds of callee the interpreter met here (all, before it has
     // run the call); any other goes to the interpreter's step.
-    auto seen = [&](uint8_t kinds) { return ip->seen == 0 || (ip->seen & kinds); };
     guarded(ip, [&](Label slow) {
       Label go = a.newLabel(), other = a.newLabel(), thrown = a.newLabel(),
             done = a.newLabel(), tail_go = a.newLabel();
       load(xr::rax, ip->a);
-      if (!ip->split && ip->op2 == AppPair && seen(kSeenPrim)) {
+      if (!ip->split && ip->op2 == AppPair && met(ip, kSeenPrim)) {
         // a primitive of real arithmetic or comparison on two reals (the callee a variable:
         // (map2 + u v), say): its own function, which cannot fail on reals (op_app's fn2 case)
         Label not_prim = a.newLabel(), arith = a.newLabel();
@@ -1603,13 +1605,13 @@ struct Emitter {
       }
       kind_guard(Kind::Closure, slow);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-      if (!ip->split && ip->op2 == AppPair && seen(kSeenNative)) {  // a callee with a native form of two arguments (op_app's case)
+      if (!ip->split && ip->op2 == AppPair && met(ip, kSeenNative)) {  // a callee with a native form of two arguments (op_app's case)
         Label no_native = a.newLabel();
         emit_native2(ip, no_native, slow, done);
         a.bind(no_native);
       }
-      if (!ip->split && ip->op2 != AppPair && seen(kSeenClosure) && known_fwd_unary(ip->a)) emit_fwd_unary(ip, done, slow);  // (apply_core's native1 case)
-      if (ip->split && seen(kSeenNative)) {  // a callee with a native forward phase: called here (run_split's first case)
+      if (!ip->split && ip->op2 != AppPair && met(ip, kSeenClosure) && known_fwd_unary(ip->a)) emit_fwd_unary(ip, done, slow);  // (apply_core's native1 case)
+      if (ip->split && met(ip, kSeenNative)) {  // a callee with a native forward phase: called here (run_split's first case)
         Label no_split = a.newLabel(), declined = a.newLabel();
         bool two = ip->op2 == AppPair;
         a.mov(xr::rdi, xr::qword_ptr(xr::rdx, two ? lambda_split2 : lambda_split1));
@@ -1646,7 +1648,7 @@ struct Emitter {
         a.jmp(slow);
         a.bind(no_split);
       }
-      if (!seen(kSeenClosure)) {
+      if (!met(ip, kSeenClosure)) {
         a.jmp(slow);
         a.bind(done);
         return;
@@ -2562,7 +2564,7 @@ struct Emitter {
           a.jmp(end);
           a.bind(nonzero);
         }
-        if (ip->split && depth_offset_ok && (ip->seen == 0 || (ip->seen & kSeenBackOther))) {
+        if (ip->split && depth_offset_ok && met(ip, kSeenBackOther)) {
           Label next = a.newLabel();
           emit_back_raw(ip, next, end);
           a.bind(next);
