@@ -78,6 +78,8 @@ void install_native(Prim* p, Lambda* rule, char kind);
 void install_linear_forward(Lambda* f);
 // Frees this thread's memo tables (at the end of a thread that evaluated).
 void release_ad_tables();
+// Frees this thread's pool of buffers for bodies being emitted by the reverse transform.
+void release_binding_pool();
 // The reverse transform r of a prelude lambda with a native first-level form, when lam is one:
 // list-ref's walks at once, with one backpropagator (Interp::list_ref_bp, whose native form
 // install_list_ref_bp gives); equal?'s compares the data two reverse values stand for at once,

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory_resource>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -19,7 +20,11 @@ namespace vlad {
 
 namespace {
 
-using VarMap = std::unordered_map<Var*, Var*>;
+template <class K, class V>
+using PMap = std::pmr::unordered_map<K, V>;
+template <class K>
+using PSet = std::pmr::unordered_set<K>;
+using VarMap = PMap<Var*, Var*>;
 
 Var* tagged_var(Var* v, char tag) {
   std::string n = std::string(1, tag) + ":" + v->name;
@@ -43,6 +48,63 @@ Var** map_caps(const Binding& b, const VarMap& m) {
 
 const char* append_xf(const char* xf, char t) { return intern(std::string(xf) + t); }
 
+// ---- bodies at their exact size ----
+// The reverse transform emits a body binding by binding, and the body then lives as long as its
+// lambda (the source of the next level's transform, marked by every collection). Grown by
+// doubling, it would be copied about twice over and keep up to half its bytes unused (W4's six
+// levels: 36,513 bindings, a third of its first call spent copying them). A body being emitted
+// takes a buffer from this thread's pool instead, whose capacity is kept from body to body, and
+// is copied out at its exact size when finished (fit_body), the buffer going back to the pool.
+constexpr int kPoolBuffers = 64;
+struct BindingPool {
+  gc_vector<Binding> buffers[kPoolBuffers];  // (in uncollectable memory: the collector scans it)
+  int n = 0;
+};
+thread_local BindingPool* binding_pool = nullptr;
+// How many ensure_body calls this thread is inside: the pool serves only bodies a transform emits
+// (a lone body made elsewhere keeps its own small buffer), and is given back when the outermost
+// returns, so that idle buffers are not marked by every collection.
+thread_local int transforming = 0;
+
+BindingPool* pool() {
+  if (!binding_pool) binding_pool = new (gc_alloc_uncollectable(sizeof(BindingPool))) BindingPool();
+  return binding_pool;
+}
+
+// An empty body about to be emitted into: a pooled buffer, when there is one.
+void take_buffer(Body* b) {
+  if (transforming == 0) return;
+  BindingPool* p = pool();
+  if (p->n > 0) b->binds.swap(p->buffers[--p->n]);
+}
+
+// A finished body (and its branches) at its exact size; its buffer back to the pool.
+void fit_body(Body* b) {
+  for (Binding& bd : b->binds)
+    if (bd.op == Op::If) {
+      fit_body(bd.then_);
+      fit_body(bd.else_);
+    }
+  if (b->binds.capacity() == b->binds.size()) return;
+  gc_vector<Binding> exact(b->binds.begin(), b->binds.end());
+  exact.swap(b->binds);
+  BindingPool* p = pool();
+  if (p->n == kPoolBuffers) return;  // (exact frees the old buffer)
+  exact.clear();
+  p->buffers[p->n++].swap(exact);
+}
+
+}  // namespace
+
+void release_binding_pool() {
+  if (!binding_pool) return;
+  binding_pool->~BindingPool();
+  gc_free_uncollectable(binding_pool);
+  binding_pool = nullptr;
+}
+
+namespace {
+
 // ---- emitting bindings ----
 struct Emitter {
   Body* body;
@@ -52,6 +114,7 @@ struct Emitter {
   std::unordered_map<Prim*, Var*> prims{};
   Binding& emit(Op op, const char* name) {
     work.transformed_bindings++;
+    if (body->binds.capacity() == 0) take_buffer(body);
     body->binds.emplace_back();
     Binding& b = body->binds.back();
     b.op = op;
@@ -464,39 +527,43 @@ std::vector<Var*> if_free_vars(const Binding& b) {
 // (Value::zero_sens), completed to the zero of the right shape (`Sens`) wherever a sensitivity
 // is built into a structure or returned.
 struct Reverse {
+  // The tables below, a few thousand entries per lambda under nesting, take their memory from
+  // this arena, given back at once when the transform is done (malloc and free of their nodes
+  // were a sixth of W4's first call).
+  std::pmr::monotonic_buffer_resource arena;
   Lambda* L;
   Lambda* RL;
-  VarMap fw;                             // x -> x⃖ (paper: reverse variables)
-  std::unordered_map<Var*, Var*> tilde;  // App binding x -> its backpropagator (paper: x̃)
-  std::unordered_set<Var*> constant_vars;
+  VarMap fw{&arena};            // x -> x⃖ (paper: reverse variables)
+  PMap<Var*, Var*> tilde{&arena};  // App binding x -> its backpropagator (paper: x̃)
+  PSet<Var*> constant_vars{&arena};
   // Variables bound to a primitive that commutes with *j (zero, %rzero, plus, *j, *j-inverse: the
   // transforms insert them by the thousand): the reverse transform of a call of one is the same
   // call on the reverse value, with no backpropagator, and ρ applies the transpose (rev_commuting in
   // prims.cpp, inlined): none for zero and %rzero, x̄ to both summands for plus (when its argument is
   // a cons made here), each other for *j and *j-inverse.
-  std::unordered_map<Var*, Prim*> commuting_prims;
-  std::unordered_map<Var*, std::pair<Var*, Var*>> cons_parts;
+  PMap<Var*, Prim*> commuting_prims{&arena};
+  PMap<Var*, std::pair<Var*, Var*>> cons_parts{&arena};
   // Calls of the user's car and cdr taken as projections (`specialize`: the first-level transform
   // of a user lambda, in the branch run while those are the builtins — see run()): the variables
   // bound to those globals, and the calls, with the projection each is.
   bool specialize = false;
-  std::unordered_map<Var*, Op> proj_callee, proj_calls;
-  std::unordered_set<Var*> used_otherwise;  // variables read other than as a callee (dispatch())
+  PMap<Var*, Op> proj_callee{&arena}, proj_calls{&arena};
+  PSet<Var*> used_otherwise{&arena};  // variables read other than as a callee (dispatch())
   // A non-tail `if` binding's forward phase yields its value and the backpropagator of the branch
   // taken, which maps x̄ to the list of sensitivities of the variables the `if` refers to.
   struct IfInfo {
     Var* bp;
     std::vector<Var*> vars;
   };
-  std::unordered_map<Var*, IfInfo> ifs;
+  PMap<Var*, IfInfo> ifs{&arena};
   std::vector<Var*> all_bps;
   // Projections bound in the forward phase: a -> the variable bound to (car a), (cdr a), env k of a.
-  std::unordered_map<Var*, Var*> car_of, cdr_of;
-  std::unordered_map<Var*, std::map<int, Var*>> env_of;
+  PMap<Var*, Var*> car_of{&arena}, cdr_of{&arena};
+  PMap<Var*, std::map<int, Var*>> env_of{&arena};
   // The source variables whose φ has been emitted on the way to the current point: those a
   // backpropagator made here may capture. Branches push and pop.
   std::vector<Var*> scope_log;
-  std::unordered_set<Var*> in_scope;
+  PSet<Var*> in_scope{&arena};
   size_t scope_mark() const { return scope_log.size(); }
   void scope_pop(size_t mark) {
     while (scope_log.size() > mark) {
@@ -505,14 +572,14 @@ struct Reverse {
     }
   }
   // The variable bound to a projection of x (found in `known`) if it is in scope here.
-  Var* known_in_scope(std::unordered_map<Var*, Var*>& known, Var* x) {
+  Var* known_in_scope(PMap<Var*, Var*>& known, Var* x) {
     auto k = known.find(x);
     return k != known.end() && in_scope.count(k->second) ? k->second : nullptr;
   }
 
   // ---- the state of the backpropagator being written ----
-  std::unordered_map<Var*, Var*> sens;  // x -> current x̄ (absent: still zero)
-  std::unordered_set<Var*> maybe_placeholder;
+  PMap<Var*, Var*> sens{&arena};  // x -> current x̄ (absent: still zero)
+  PSet<Var*> maybe_placeholder{&arena};
   // Sensitivities of projections of one variable, combined into one structure when that
   // variable's sensitivity is next needed (a pair, or a closure of `lam`), instead of a one-hot
   // structure per projection added up with ⊕.
@@ -523,13 +590,13 @@ struct Reverse {
     Lambda* lam = nullptr;
     std::map<int, Var*> slots;
   };
-  std::unordered_map<Var*, Pending> pending;
+  PMap<Var*, Pending> pending{&arena};
   Emitter bp{nullptr, Pos()};
 
   struct State {
-    std::unordered_map<Var*, Var*> sens;
-    std::unordered_set<Var*> maybe_placeholder;
-    std::unordered_map<Var*, Pending> pending;
+    PMap<Var*, Var*> sens;
+    PSet<Var*> maybe_placeholder;
+    PMap<Var*, Pending> pending;
     Emitter bp;
   };
   State save() { return State{std::move(sens), std::move(maybe_placeholder), std::move(pending), bp}; }
@@ -600,7 +667,7 @@ struct Reverse {
         }
         s = bp.lambda(p.lam, caps);  // the sensitivity of a closure of lam (paper §4)
       } else {
-        auto part = [&](Var* ps, std::unordered_map<Var*, Var*>& known, Op op) {
+        auto part = [&](Var* ps, PMap<Var*, Var*>& known, Op op) {
           Var* k = known_in_scope(known, x);
           Var* pf = k ? lookup(fw, k) : bp.proj(op, xf, "(cons a d)");
           return ps ? complete(ps, pf) : zero_of_fw(pf);
@@ -755,6 +822,7 @@ struct Reverse {
   // object's fields from the last to the first, so with the chain at env[0] its mark stack stays
   // shallow instead of growing with n.
   void finish_backprop(Lambda* B) {
+    fit_body(B->body);
     B->raw_bp = true;
     compute_free_variables(B);
     std::set<Var*> is_bp(all_bps.begin(), all_bps.end());
@@ -1133,9 +1201,16 @@ Lambda* transform_lambda(Lambda* lam, char t) {
 void ensure_body(Lambda* lam) {
   if (lam->body || !lam->lazy_of) return;
   AnalysisScope analysis;
+  struct Transforming {
+    Transforming() { transforming++; }
+    ~Transforming() {
+      --transforming;
+    }
+  } transforming_guard;
   Lambda* src = lam->lazy_of;
   if (lam->lazy_kind == 'W') {
     lam->body = tagged_body(lam, src);
+    fit_body(lam->body);
     return;
   }
   if (!src->free_done) compute_free_variables(src);
@@ -1153,6 +1228,7 @@ void ensure_body(Lambda* lam) {
   r.fw = std::move(m);
   try {
     r.run();
+    fit_body(lam->body);
   } catch (...) {
     // Interrupted (Ctrl-C while a primitive's rule was being built, say) or out of heap: the
     // half-made body must not be taken for the transform, which is made again on next need.

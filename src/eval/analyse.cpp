@@ -226,6 +226,7 @@ struct Compiler {
     new (c) Code();
     gc_vector<Instr> ins;  // scanned: it alone holds the caps arrays and branch code until copied
     size_t n = b->binds.size();
+    ins.reserve(n);  // (at most one instruction a binding)
     // (cons r1 r2) as the body's value, last: returned as two values.
     size_t end = n;
     bool chain_way_out = n >= 5 && chain_call_at(b, n - 5, tail) >= 0;

@@ -52,8 +52,14 @@ enum class Op : uint8_t {
 
 struct Body;
 
+// 128 bytes (two cache lines): transformed code is large, nested transforms multiply it, and
+// every binding stays live (the source of the next level's transform), marked by each collection.
 struct Binding {
   Op op;
+  // App: call the raw entry of a's value (a backpropagator's body, or the same transform of it:
+  // Lambda::raw_variant) — what a BackCall becomes under the transforms, which apply `xf` to it.
+  bool raw_call = false;
+  int index = 0;  // EnvRef: the slot
   Var* x = nullptr;
   Var* a = nullptr;
   Var* b = nullptr;
@@ -64,15 +70,12 @@ struct Binding {
   Var** caps = nullptr;  // Lambda: one per lam->free
   Body* then_ = nullptr;
   Body* else_ = nullptr;
-  int index = 0;
   Pos pos;
   const char* pattern = nullptr;  // Car/Cdr/Check: the pattern, for "does not match pattern"
-  // App: call the raw entry of a's value (a backpropagator's body, or the same transform of it:
-  // Lambda::raw_variant) — what a BackCall becomes under the transforms, which apply `xf` to it.
-  bool raw_call = false;
   Value cache_in = Value::unbound();   // Global with transforms: last cell value seen ...
   Value cache_out = Value::unbound();  // ... and its transform
 };
+static_assert(sizeof(Binding) == 128, "Binding: keep it two cache lines");
 
 struct Body {
   gc_vector<Binding> binds;

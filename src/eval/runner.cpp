@@ -48,6 +48,7 @@ void* thread_main(void* arg) {
   }
   release_call_records();
   release_ad_tables();
+  release_binding_pool();
   release_free_lists();
   if (job->in) job->in->work_total.add(work);
   current = nullptr;
