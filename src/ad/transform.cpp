@@ -556,7 +556,7 @@ struct Reverse {
     std::vector<Var*> vars;
   };
   PMap<Var*, IfInfo> ifs{&arena};
-  std::vector<Var*> all_bps;
+  PSet<Var*> all_bps{&arena};
   // Projections bound in the forward phase: a -> the variable bound to (car a), (cdr a), env k of a.
   PMap<Var*, Var*> car_of{&arena}, cdr_of{&arena};
   PMap<Var*, std::map<int, Var*>> env_of{&arena};
@@ -767,7 +767,7 @@ struct Reverse {
         auto [v, t] = out.split(p, "(cons value backpropagator)");
         x = v;
         tilde[b.x] = t;
-        all_bps.push_back(t);
+        all_bps.insert(t);
         break;
       }
       case Op::Lambda:  // φ{x_i = λ x e} ≡ x⃖_i = ←(λ x e)
@@ -808,7 +808,7 @@ struct Reverse {
         auto [v, bpv] = out.split(pr, "(cons value backpropagator)");
         x = v;
         ifs[b.x] = IfInfo{bpv, vars};
-        all_bps.push_back(bpv);
+        all_bps.insert(bpv);
         break;
       }
     }
@@ -825,12 +825,10 @@ struct Reverse {
     fit_body(B->body);
     B->raw_bp = true;
     compute_free_variables(B);
-    std::set<Var*> is_bp(all_bps.begin(), all_bps.end());
-    std::stable_sort(B->free.begin(), B->free.end(), [&](Var* a, Var* b) {
-      bool ba = is_bp.count(a), bb = is_bp.count(b);
-      if (ba != bb) return ba;
-      return ba ? a->id > b->id : a->id < b->id;
-    });
+    // (ids are unique: the order is total)
+    auto mid = std::partition(B->free.begin(), B->free.end(), [&](Var* v) { return all_bps.count(v) > 0; });
+    std::sort(B->free.begin(), mid, [](Var* a, Var* b) { return a->id > b->id; });
+    std::sort(mid, B->free.end(), [](Var* a, Var* b) { return a->id < b->id; });
   }
 
   Lambda* new_backprop(const char* name, Pos pos) {
