@@ -821,9 +821,43 @@ struct Reverse {
   // Backpropagators chain (a loop of n steps makes a chain of n), and the collector marks an
   // object's fields from the last to the first, so with the chain at env[0] its mark stack stays
   // shallow instead of growing with n.
+  // Whether b (a backpropagator's body or a branch of it) only builds structures from its
+  // variables and zeros: Lambda::structural. `zeros` are the variables bound to zero or %rzero.
+  static bool structural(const Body* b, PSet<Var*>& zeros) {
+    for (const Binding& bd : b->binds) {
+      switch (bd.op) {
+        case Op::Const:
+          if (bd.constant.is_real() && bd.constant.as_real() != 0) return false;  // (none are)
+          if (bd.constant.is_obj() && kind_of(bd.constant) == Kind::Prim) {
+            Prim* p = static_cast<Prim*>(bd.constant.as_obj());
+            if (p == current->p_zero || p == current->p_rzero) zeros.insert(bd.x);
+          }
+          break;
+        case Op::Copy:
+        case Op::Cons:
+        case Op::Car:
+        case Op::Cdr:
+        case Op::Check:
+        case Op::EnvRef:
+        case Op::Sens:
+        case Op::Lambda: break;
+        case Op::App:
+          if (bd.raw_call || !zeros.count(bd.a)) return false;
+          break;
+        case Op::If:
+          if (!structural(bd.then_, zeros) || !structural(bd.else_, zeros)) return false;
+          break;
+        default: return false;  // Global, BackCall
+      }
+    }
+    return true;
+  }
+
   void finish_backprop(Lambda* B) {
     fit_body(B->body);
     B->raw_bp = true;
+    PSet<Var*> zeros{&arena};
+    B->structural = structural(B->body, zeros);
     compute_free_variables(B);
     // (ids are unique: the order is total)
     auto mid = std::partition(B->free.begin(), B->free.end(), [&](Var* v) { return all_bps.count(v) > 0; });

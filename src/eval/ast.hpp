@@ -141,6 +141,10 @@ struct Lambda {
   // transform or a generic caller needs it.
   bool raw_bp = false;
   bool way_out = false;  // the backpropagator of a way out of a reverse transform's body: (f̄ . x̄)
+  // A raw backpropagator whose body only builds structures from ȳ and zeros (no calls but of zero
+  // and %rzero, no backpropagator calls): given ȳ = +0.0 it returns the zeros of its inputs'
+  // shapes, which the placeholder zero stands for, so a caller skips it (back_call, jit.cpp).
+  bool structural = false;
   Lambda* wrapped = nullptr;
   // The transform of a raw backpropagator's body, for the transform of that backpropagator (whose
   // lambda is the transform of `wrapped`): what a transformed BackCall calls (Binding::raw_call).

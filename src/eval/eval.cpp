@@ -133,6 +133,13 @@ inline bool zero_sensitivity(Value y) {
 
 Value raw_apply(Value t, Value y, Pos pos, Value* out, const char* xf);
 
+// ȳ = +0.0 for a backpropagator that only builds structures from ȳ and zeros (Lambda::structural):
+// its result is all zeros, as for a zero sensitivity. (Not for any backpropagator: one that
+// multiplies ȳ by an infinite partial derivative gives NaN, which skipping it would hide.)
+inline bool structural_zero(Value bp, Value y) {
+  return y.bits == Value::real(0.0).bits && is(bp, Kind::Closure) && static_cast<Closure*>(bp.as_obj())->lambda->structural;
+}
+
 }  // namespace
 
 Value Exec::arg_of(const Instr* ip) const { return ip->op2 == AppPair ? cons(get(ip->b), get(ip->b2)) : get(ip->b); }
@@ -1036,7 +1043,7 @@ extern "C" uint64_t vlad_jit_pair(uint64_t a, uint64_t b) {
 }
 
 Value back_call(Value bp, Value y, Value* out, Pos pos, bool three) {
-  if (zero_sensitivity(y)) {
+  if (zero_sensitivity(y) || structural_zero(bp, y)) {
     out[0] = out[1] = out[2 * three] = Value::zero_sens();
     return Value::unbound();
   }

@@ -69,6 +69,7 @@ const int32_t pair_car = field_offset(pair_probe, pair_probe.car), pair_cdr = fi
 const int32_t lambda_split2 = (int32_t)offsetof(Lambda, native_split2), lambda_prim = (int32_t)offsetof(Lambda, native_prim);
 const int32_t binding_cache_in = (int32_t)offsetof(Binding, cache_in), binding_cache_out = (int32_t)offsetof(Binding, cache_out);
 const int32_t lambda_raw_direct = (int32_t)offsetof(Lambda, raw_direct);
+const int32_t lambda_structural = (int32_t)offsetof(Lambda, structural);
 const int32_t lambda_direct = (int32_t)offsetof(Lambda, direct), lambda_split1 = (int32_t)offsetof(Lambda, native_split1);
 const int32_t lambda_native2 = (int32_t)offsetof(Lambda, native2), lambda_native1 = (int32_t)offsetof(Lambda, native1);
 const int32_t bundle_primal = (int32_t)offsetof(Bundle, primal), bundle_tangent = (int32_t)offsetof(Bundle, tangent);
@@ -1505,8 +1506,8 @@ struct Emitter {
   // run_raw enters it (a frame, fr[0] = ȳ), its halves stored as op_backcall stores them — a
   // pair for x̄ taken apart when split3, anything else by vlad_jit_back_done — then to `end`.
   // Any other backpropagator: to `next`.
-  void emit_back_raw(const Instr* ip, Label next, Label end) {
-    Label y_ok = a.newLabel(), thrown = a.newLabel(), general = a.newLabel();
+  void emit_back_raw(const Instr* ip, Label next, Label zero, Label end) {
+    Label y_ok = a.newLabel(), thrown = a.newLabel(), general = a.newLabel(), called = a.newLabel();
     load(xr::rax, ip->a);
     object_or_view(xr::rax, xr::rdx, next, next);
     a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
@@ -1515,6 +1516,12 @@ struct Emitter {
     a.cmp(xr::qword_ptr(xr::rdx, lambda_raw_direct), 0);
     a.je(next);
     load(xr::rcx, ip->b);
+    a.cmp(xr::byte_ptr(xr::rdx, lambda_structural), 0);  // ȳ = +0.0 for it: all zero (back_call)
+    a.je(called);
+    a.mov(xr::r8, Value::real(0.0).bits);
+    a.cmp(xr::rcx, xr::r8);
+    a.je(zero);
+    a.bind(called);
     a.mov(xr::r8, kOffset);
     a.cmp(xr::rcx, xr::r8);
     a.jae(y_ok);
@@ -2566,7 +2573,7 @@ struct Emitter {
         }
         if (ip->split && depth_offset_ok && met(ip, kSeenBackOther)) {
           Label next = a.newLabel();
-          emit_back_raw(ip, next, end);
+          emit_back_raw(ip, next, zero, end);
           a.bind(next);
         }
         if (ip->split3) emit_back_node(ip);
