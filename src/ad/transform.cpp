@@ -26,9 +26,19 @@ template <class K>
 using PSet = std::pmr::unordered_set<K>;
 using VarMap = PMap<Var*, Var*>;
 
+// (The names are interned: the tagged name of a name is looked up by its address, not built
+// and interned again for each of the thousands of variables a nested transform makes.)
 Var* tagged_var(Var* v, char tag) {
-  std::string n = std::string(1, tag) + ":" + v->name;
-  return new_var(intern(n));
+  thread_local std::unordered_map<const char*, const char*> names[2];  // 'F', 'R'
+  const char* n = nullptr;
+  if (tag == 'F' || tag == 'R') {
+    const char*& cached = names[tag == 'R'][v->name];
+    if (!cached) cached = intern(std::string(1, tag) + ":" + v->name);
+    n = cached;
+  } else {
+    n = intern(std::string(1, tag) + ":" + v->name);
+  }
+  return new_var(n);
 }
 
 Var* lookup(const VarMap& m, Var* v) {
