@@ -746,14 +746,19 @@ Value equal_zero_bp(Closure* c, Value a, Value b, Value xr) {
   return zero_backpropagator(Value::obj(c), xr.is_unbound() ? cons(a, b) : xr);
 }
 
-bool rev_equal_s2(Closure* c, Value a, Value b, Value* out) {
+// Two plain reverse reals (W7's node codes): what rev_equal_compare and equal_zero_bp give them,
+// in one test of each (the body's one `=` counted, the zero backpropagator's view).
+bool rev_equal_reals(Closure* c, Value a, Value b, Value* out) {
   double x, y;
-  if (c->lambda->free.empty() && plain_reverse(a, x) && plain_reverse(b, y)) {  // (W7's node codes)
-    current->meter[current->p_num_eq->id]++;  // the body's one `=`
-    out[0] = Value::boolean(x == y);
-    out[1] = kEqualRealsView;
-    return true;
-  }
+  if (!c->lambda->free.empty() || !plain_reverse(a, x) || !plain_reverse(b, y)) return false;
+  current->meter[current->p_num_eq->id]++;
+  out[0] = Value::boolean(x == y);
+  out[1] = kEqualRealsView;
+  return true;
+}
+
+bool rev_equal_s2(Closure* c, Value a, Value b, Value* out) {
+  if (rev_equal_reals(c, a, b, out)) return true;
   if (!rev_equal_compare(a, b, out)) return false;
   out[1] = equal_zero_bp(c, a, b, Value::unbound());
   return true;
@@ -763,6 +768,7 @@ bool rev_equal_s1(Closure* c, Value xr, Value* out) {
   if (!reverse_pair(xr)) return false;
   Interp& in = *current;
   Value a = in.p_car->fn1(in.p_car, xr), b = in.p_cdr->fn1(in.p_cdr, xr);
+  if (rev_equal_reals(c, a, b, out)) return true;
   if (!rev_equal_compare(a, b, out)) return false;
   out[1] = equal_zero_bp(c, a, b, xr);
   return true;

@@ -26,18 +26,13 @@ template <class K>
 using PSet = std::pmr::unordered_set<K>;
 using VarMap = PMap<Var*, Var*>;
 
-// (The names are interned: the tagged name of a name is looked up by its address, not built
-// and interned again for each of the thousands of variables a nested transform makes.)
+// A fresh variable named "F:name" or "R:name" (tag 'F' or 'R'). Names are interned, so the
+// tagged name is looked up by the name's address, not built and interned again for each of the
+// thousands of variables a nested transform makes.
 Var* tagged_var(Var* v, char tag) {
-  thread_local std::unordered_map<const char*, const char*> names[2];  // 'F', 'R'
-  const char* n = nullptr;
-  if (tag == 'F' || tag == 'R') {
-    const char*& cached = names[tag == 'R'][v->name];
-    if (!cached) cached = intern(std::string(1, tag) + ":" + v->name);
-    n = cached;
-  } else {
-    n = intern(std::string(1, tag) + ":" + v->name);
-  }
+  thread_local std::unordered_map<const char*, const char*> names[2];
+  const char*& n = names[tag == 'R'][v->name];
+  if (!n) n = intern(std::string(1, tag) + ":" + v->name);
   return new_var(n);
 }
 
@@ -829,10 +824,6 @@ struct Reverse {
     in_scope.insert(b.x);
   }
 
-  // Computes a backpropagator's free variables, backpropagators first, the latest first.
-  // Backpropagators chain (a loop of n steps makes a chain of n), and the collector marks an
-  // object's fields from the last to the first, so with the chain at env[0] its mark stack stays
-  // shallow instead of growing with n.
   // Whether b (a backpropagator's body or a branch of it) only builds structures from its
   // variables and zeros: Lambda::structural. `zeros` are the variables bound to zero or %rzero.
   static bool structural(const Body* b, PSet<Var*>& zeros) {
@@ -865,6 +856,11 @@ struct Reverse {
     return true;
   }
 
+  // Finishes a backpropagator: its body at its exact size, whether it is structural, and its free
+  // variables, backpropagators first, the latest first.
+  // Backpropagators chain (a loop of n steps makes a chain of n), and the collector marks an
+  // object's fields from the last to the first, so with the chain at env[0] its mark stack stays
+  // shallow instead of growing with n.
   void finish_backprop(Lambda* B) {
     fit_body(B->body);
     B->raw_bp = true;
@@ -1247,9 +1243,7 @@ void ensure_body(Lambda* lam) {
   AnalysisScope analysis;
   struct Transforming {
     Transforming() { transforming++; }
-    ~Transforming() {
-      --transforming;
-    }
+    ~Transforming() { transforming--; }
   } transforming_guard;
   Lambda* src = lam->lazy_of;
   if (lam->lazy_kind == 'W') {
