@@ -1505,7 +1505,8 @@ struct Emitter {
   // on a real or a pair ȳ (not a zero: the caller has skipped those): its body entered here as
   // run_raw enters it (a frame, fr[0] = ȳ), its halves stored as op_backcall stores them — a
   // pair for x̄ taken apart when split3, anything else by vlad_jit_back_done — then to `end`.
-  // Any other backpropagator: to `next`.
+  // A structural one (Lambda::structural) given ȳ = +0 is not entered: to `zero`, as back_call
+  // skips it. Any other backpropagator: to `next`.
   void emit_back_raw(const Instr* ip, Label next, Label zero, Label end) {
     Label y_ok = a.newLabel(), thrown = a.newLabel(), general = a.newLabel(), called = a.newLabel();
     load(xr::rax, ip->a);
