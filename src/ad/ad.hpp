@@ -149,6 +149,7 @@ enum ViewTag : uint64_t {
   kViewJ = 5, kViewJCar = 6, kViewJCdr = 7,
   kViewBpCarJ = 8, kViewBpCdrJ = 9, kViewBpConstJ = 10, kViewBpConstJCar = 11, kViewBpConstJCdr = 12,
   kViewZero = 13,  // (zero P) of a pair P, lazily (what a LazyZero of a pair is, without allocating)
+  kViewRZero = 14,  // (%rzero P) of a pair P: the zero of (*j-inverse P), lazily (a LazyZero with one strip)
 };
 inline uint64_t view_tag(Value v) { return v.bits & 15; }
 inline Obj* view_obj(Value v) { return reinterpret_cast<Obj*>(v.bits & ~uint64_t(15)); }
@@ -158,7 +159,12 @@ inline bool is_j_view(Value v) {
 }
 // (*j P) of a pair P, seen without making it.
 inline bool is_j_pair_view(Value v) { return is_j_view(v) && view_tag(v) == kViewJ; }
-inline bool is_zero_view(Value v) { return v.is_view() && (v.bits >> 48) == 0 && view_tag(v) == kViewZero; }
+// A zero view of either kind: a zero, shaped as a pair.
+inline bool is_zero_view(Value v) {
+  return v.is_view() && (v.bits >> 48) == 0 && (view_tag(v) == kViewZero || view_tag(v) == kViewRZero);
+}
+// The reverse tags a zero view strips from its pair's parts (lazy_zero's `strip`): 0 or 1.
+inline int zero_view_strip(Value v) { return view_tag(v) == kViewRZero; }
 inline bool is_data_view(Value v) { return is_j_view(v) || is_zero_view(v); }
 // (*j x) for a part x of a pair P (cdr_side: x = (cdr P)), at the first level, lazily.
 Value j_part(Pair* p, bool cdr_side);

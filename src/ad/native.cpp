@@ -793,7 +793,7 @@ Value materialize_view(Value v) {
   if (!v.is_view()) return v;
   uint64_t tag = view_tag(v);
   if (is_data_view(v)) {  // (these need no interpreter: the host may print them)
-    if (tag == kViewZero) return make_lazy_zero(Value::obj(view_obj(v)), 0);
+    if (is_zero_view(v)) return make_lazy_zero(Value::obj(view_obj(v)), zero_view_strip(v));
     if (tag == kViewJ) return make_lazy_j(Value::obj(view_obj(v)), 1);
     return star_j(j_view_part(v));
   }

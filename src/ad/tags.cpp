@@ -214,7 +214,7 @@ Value lazy_zero(Value v, int strip) {
   if (v.is_real() || !v.is_obj()) return zero_shallow(v, strip);
   switch (kind_of(v)) {
     case Kind::Pair:
-      if (strip == 0) return view_of(v, kViewZero);
+      if (strip <= 1) return view_of(v, strip == 0 ? kViewZero : kViewRZero);
       return make_lazy_zero(v, strip);
     case Kind::LazyJ:
     case Kind::Closure: return make_lazy_zero(v, strip);
@@ -267,7 +267,7 @@ Value j_part(Pair* p, bool cdr_side) {
 
 Value force(Value v) {
   for (;;) {
-    if (is_zero_view(v)) return zero_shallow(Value::obj(view_obj(v)), 0);
+    if (is_zero_view(v)) return zero_shallow(Value::obj(view_obj(v)), zero_view_strip(v));
     if (is_j_view(v)) {
       Pair* p = static_cast<Pair*>(view_obj(v));
       if (view_tag(v) == kViewJ) return cons(j_part(p, false), j_part(p, true));
@@ -487,7 +487,8 @@ Value bundle_raw(Value p, Value t) {
   p = unview(p);
   if (is_zero_view(t) && is(p, Kind::Pair)) {  // (j*): the parts of the zero, not the zero made
     Pair* q = static_cast<Pair*>(view_obj(t));
-    return memo_pair(bundle_memo, p, t, [&] { return cons(bundle_raw(car(p), zero_of(q->car)), bundle_raw(cdr(p), zero_of(q->cdr))); });
+    int s = zero_view_strip(t);
+    return memo_pair(bundle_memo, p, t, [&] { return cons(bundle_raw(car(p), lazy_zero(q->car, s)), bundle_raw(cdr(p), lazy_zero(q->cdr, s))); });
   }
   if (is_zero_view(t)) t = force(t);
   t = unview(t);

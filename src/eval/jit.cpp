@@ -1913,6 +1913,8 @@ struct Emitter {
     a.and_(xr::rdx, 15);
     a.cmp(xr::rdx, (int32_t)kViewZero);
     a.je(give_y);
+    a.cmp(xr::rdx, (int32_t)kViewRZero);
+    a.je(give_y);
     a.bind(x_not_zero);
     // (), #t or #f on both sides (values without a real: plus_rest's inert case): the one that
     // is not () (either, when both are)
@@ -1942,6 +1944,8 @@ struct Emitter {
     Label y_obj = a.newLabel();
     a.jz(y_obj);
     a.cmp(xr::rdx, (int32_t)kViewZero);
+    a.je(give_x);
+    a.cmp(xr::rdx, (int32_t)kViewRZero);
     a.je(give_x);
     a.jmp(fail);
     a.bind(y_obj);
@@ -2170,21 +2174,27 @@ struct Emitter {
       case Inline::RZero: {
         // (%rzero v), the zero of (*j-inverse v) (tags.cpp: lazy_zero with one strip), for the
         // values backpropagators mostly give it: (), #t, #f (their own), (reverse r) of a real
-        // (0), a view of *j of a pair P (the view of P's zero) or of a part of P that is a real
-        // (0) or (), #t, #f; anything else: the primitive
+        // (0), a pair P (the view kViewRZero of P), a view of *j of a pair P (the view of P's
+        // zero) or of a part of P that is a real (0) or (), #t, #f; anything else: the primitive
         Label own = a.newLabel(), out = a.newLabel(), part = a.newLabel(), view = a.newLabel();
+        Label pair = a.newLabel();
         load(xr::rax, ip->b);
         atom_to(xr::rax, out);
         object_view(slow);  // rax = P
         a.test(xr::rdx, xr::rdx);
         a.jnz(view);
         // an object: (reverse r) of a real r (a node, a constant leaf) has the zero 0
+        a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
+        a.je(pair);
         a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
         a.jne(slow);
         a.mov(xr::r8, kOffset);
         a.cmp(xr::qword_ptr(xr::rax, node_v), xr::r8);
         a.jb(slow);
         a.mov(xr::rax, xr::r8);
+        a.jmp(out);
+        a.bind(pair);
+        a.or_(xr::rax, (int32_t)kViewRZero);
         a.jmp(out);
         a.bind(view);
         a.cmp(xr::rdx, (int32_t)kViewJ);
