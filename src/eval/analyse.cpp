@@ -221,7 +221,10 @@ struct Compiler {
     return caps;
   }
 
+  bool entry_next = false;  // the next body compiled is the lambda's own (compile)
   Code* body(Body* b, bool tail) {
+    bool top = entry_next;
+    entry_next = false;
     Code* c = static_cast<Code*>(gc_alloc(sizeof(Code)));
     new (c) Code();
     gc_vector<Instr> ins;  // scanned: it alone holds the caps arrays and branch code until copied
@@ -235,6 +238,15 @@ struct Compiler {
       c->r1 = ref(b->binds[n - 1].a);
       c->r2 = ref(b->binds[n - 1].b);
       end = n - 1;
+      // ... and a raw backpropagator's (cons f̄ (cons a b)) as three (Code::triple_result)
+      Binding* xbar = n >= 2 ? &b->binds[n - 2] : nullptr;
+      if (top && lam->raw_bp && xbar && xbar->op == Op::Cons && xbar->x == b->binds[n - 1].b &&
+          xbar->x != b->binds[n - 1].a && uses(xbar->x) == 1) {
+        c->triple_result = true;
+        c->r2 = ref(xbar->a);
+        c->r3 = ref(xbar->b);
+        end = n - 2;
+      }
     }
     for (size_t i = 0; i < end; i++) {
       Binding& bd = b->binds[i];
@@ -339,6 +351,7 @@ void compile(Lambda* lam) {
   c.position = 0;
   c.assign_slots(lam->body);
   c.count_uses(lam->body);
+  c.entry_next = true;
   Code* code = c.body(lam->body, true);
   code->nslots = c.nslots;
   code->entry = true;

@@ -65,6 +65,11 @@ struct Code {
   // once receives as two values (no pair is made).
   bool pair_result = false;
   int r1 = 0, r2 = 0;
+  // A raw backpropagator's body whose value is (cons f̄ (cons a b)), its last two bindings, the
+  // inner pair used only there: r1 = f̄, r2 = a, r3 = b, and the pair x̄ = (a . b) is made at the
+  // end only when the runner did not ask for the parts (Exec::want3; Exec::finish).
+  bool triple_result = false;
+  int r3 = 0;
   // A backpropagator whose first instruction calls the backpropagator at env[chain_hole] with its
   // argument (the callee of a chain call): run iteratively along the chain (eval.cpp).
   bool chain_head = false;

@@ -446,6 +446,15 @@ int Exec::step(const Instr* ip) {
 Exit Exec::finish(const Code* c) {
   if (c->pair_result) {
     r1 = get(c->r1);
+    if (c->triple_result) {
+      if (want3) {
+        r2 = get(c->r2);
+        r3 = get(c->r3);
+        return Exit::Triple;
+      }
+      r2 = cons(get(c->r2), get(c->r3));
+      return Exit::Pair;
+    }
     r2 = get(c->r2);
     return Exit::Pair;
   }
@@ -649,18 +658,29 @@ thread_local std::vector<Closure*>* chain_stack = nullptr;
 inline void keep_alive(Value v) { asm volatile("" : : "r"(v.bits) : "memory"); }
 
 // Runs the raw backpropagator cl on ȳ; the halves of its (f̄ . x̄) into out (returns unbound) or,
-// for a body that returns a single value, that value.
-Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
+// for a body that returns a single value, that value. With `three`, (f̄, car x̄, cdr x̄) into out
+// instead of the halves: x̄ taken apart, or never made when the body can give its parts
+// (Exit::Triple).
+Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false) {
   const Code* lone = code_of(cl->lambda);
   if (!lone->chain_head && !cl->lambda->native_back) {  // no chain to walk: its body, as below
     CallFrame frame(Value::obj(cl), pos);
     Value* fr = static_cast<Value*>(alloca(sizeof(Value) * std::max(1, lone->nslots)));
     Exec ex{fr, cl->env, Value::obj(cl), Value(), Value(), Value(), Value(), nullptr, 0, Pos()};
+    ex.want3 = three;
     fr[0] = y;
-    if (ex.run(lone) != Exit::Pair) return ex.r1;
+    Exit e = ex.run(lone);
+    if (e == Exit::Triple) {
+      out[0] = ex.r1;
+      out[1] = ex.r2;
+      out[2] = ex.r3;
+      return Value::unbound();
+    }
+    if (e != Exit::Pair) return ex.r1;
     if (!out) return cons(ex.r1, ex.r2);
     out[0] = ex.r1;
     out[1] = ex.r2;
+    if (three) split_sensitivity(out[1], out + 1);
     return Value::unbound();
   }
   CallFrame frame(Value::obj(cl), pos);
@@ -693,7 +713,10 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
   ex.chain = nullptr;
   ex.hole = 0;
   ex.tail_pos = Pos();
-  Value halves[2];
+  // Each body's outcome goes to the first instruction of the one below it on the stack, the last
+  // one's to the caller: each is asked for x̄'s parts when that consumer takes x̄ apart.
+  auto want3 = [&](size_t i) { return i > base ? stack[i - 1]->lambda->code->ins[0].split3 : three; };
+  Value halves[3];  // (f̄, x̄) or, after Exit::Triple, (f̄, car x̄, cdr x̄)
   Exit e = Exit::Pair;
   try {
     if (direct && direct->lambda->native_back && direct->lambda->native_back(direct, y, halves)) {
@@ -702,36 +725,43 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
       fr[0] = y;
       ex.env = direct->env;
       ex.self = Value::obj(direct);
+      ex.want3 = want3(top);
       e = ex.run(direct->lambda->code);
-      if (e == Exit::Pair) {
+      if (e == Exit::Pair || e == Exit::Triple) {
         halves[0] = ex.r1;
         halves[1] = ex.r2;
+        halves[2] = ex.r3;
       }
     } else {
       Value r = back_call(end, y, halves, pos);
       if (!r.is_unbound()) split_value(r, halves, "(cons f-bar x-bar)", pos);
     }
     for (size_t i = top; i-- > base;) {
-      if (e != Exit::Pair) split_value(ex.r1, halves, "(cons f-bar x-bar)", pos);
+      if (e != Exit::Pair && e != Exit::Triple) split_value(ex.r1, halves, "(cons f-bar x-bar)", pos);
       Closure* c = stack[i];
       const Code* code = c->lambda->code;
       const Instr& first = code->ins[0];
       fr[0] = y;
       fr[first.x] = halves[0];
-      if (first.split3) {
+      if (first.split3 && e == Exit::Triple) {
+        fr[first.x2] = halves[1];
+        fr[first.x3] = halves[2];
+      } else if (first.split3) {
         Value parts[2];
         split_sensitivity(halves[1], parts);
         fr[first.x2] = parts[0];
         fr[first.x3] = parts[1];
-      } else {
+      } else {  // (never asked for the parts)
         fr[first.x2] = halves[1];
       }
       ex.env = c->env;
       ex.self = Value::obj(c);
+      ex.want3 = want3(i);
       e = ex.run(code, 1);
-      if (e == Exit::Pair) {
+      if (e == Exit::Pair || e == Exit::Triple) {
         halves[0] = ex.r1;
         halves[1] = ex.r2;
+        halves[2] = ex.r3;
       }
     }
   } catch (...) {
@@ -740,10 +770,12 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos) {
   }
   stack.resize(base);
   keep_alive(root);
-  if (e != Exit::Pair) return ex.r1;
+  if (e != Exit::Pair && e != Exit::Triple) return ex.r1;
   if (out) {
     out[0] = halves[0];
     out[1] = halves[1];
+    if (e == Exit::Triple) out[2] = halves[2];
+    else if (three) split_sensitivity(out[1], out + 1);
     return Value::unbound();
   }
   return cons(halves[0], halves[1]);
@@ -1049,6 +1081,14 @@ Value back_call(Value bp, Value y, Value* out, Pos pos, bool three) {
   }
   if (three) {  // (f̄ car-x̄ cdr-x̄): the caller takes x̄ apart at once
     if (bp.is_view() && back_view(bp, y, out, true)) return Value::unbound();
+    if (is(bp, Kind::Closure) && static_cast<Closure*>(bp.as_obj())->lambda->raw_bp) {  // its parts, maybe no x̄ made
+      Value r = run_raw(static_cast<Closure*>(bp.as_obj()), y, out, pos, true);
+      if (!r.is_unbound()) {
+        split_value(r, out, "(cons f-bar x-bar)", pos);
+        split_sensitivity(out[1], out + 1);
+      }
+      return Value::unbound();
+    }
     Value r = back_call(bp, y, out, pos, false);
     if (!r.is_unbound()) split_value(r, out, "(cons f-bar x-bar)", pos);
     split_sensitivity(out[1], out + 1);

@@ -6,8 +6,10 @@
 namespace vlad {
 
 // How a body's run ends: with a value (r1), a pair (r1, r2), or a tail call (f, arg; ChainTail:
-// the callee's backpropagator fills env[hole] of `chain`).
-enum class Exit : uint8_t { Value, Pair, Tail, ChainTail };
+// the callee's backpropagator fills env[hole] of `chain`); or, only when its runner asked for it
+// (want3) and it is a backpropagator whose value is (cons f̄ (cons a b)) (Code::triple_result),
+// with the three parts (r1, r2, r3): Triple. (5: kThrown below is 4.)
+enum class Exit : uint8_t { Value, Pair, Tail, ChainTail, Triple = 5 };
 
 struct Exec {
   Value* fr;
@@ -25,6 +27,11 @@ struct Exec {
   Closure* pend_first = nullptr;
   Closure* pend_last = nullptr;
   int pend_hole = 0;
+  // Set by whoever runs a raw backpropagator's body and takes its x̄ apart at once (run_raw, a
+  // split3 BackCall's native code): a body with Code::triple_result then ends with Exit::Triple,
+  // x̄'s parts in r2 and r3, and makes no pair for x̄.
+  bool want3 = false;
+  Value r3 = Value();
 
   Value get(int r) const { return r >= 0 ? fr[r] : env[-r - 1]; }
   Value arg_of(const Instr* ip) const;

@@ -83,7 +83,8 @@ const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offseto
               exec_r2 = (int32_t)offsetof(Exec, r2), exec_pend_first = (int32_t)offsetof(Exec, pend_first),
               exec_pend_last = (int32_t)offsetof(Exec, pend_last), exec_pend_hole = (int32_t)offsetof(Exec, pend_hole),
               exec_f = (int32_t)offsetof(Exec, f), exec_arg = (int32_t)offsetof(Exec, arg),
-              exec_chain = (int32_t)offsetof(Exec, chain), exec_hole = (int32_t)offsetof(Exec, hole);
+              exec_chain = (int32_t)offsetof(Exec, chain), exec_hole = (int32_t)offsetof(Exec, hole),
+              exec_want3 = (int32_t)offsetof(Exec, want3), exec_r3 = (int32_t)offsetof(Exec, r3);
 #pragma GCC diagnostic pop
 // A direct call's callee Exec and then its frame, below the caller's native frame.
 constexpr int32_t kExecBytes = (int32_t)((sizeof(Exec) + 15) & ~size_t(15));
@@ -464,7 +465,7 @@ struct Emitter {
   // (With `own` false, the instructions that read the argument (fr[0]) themselves — a chain
   // call's way out, an inert-guarded lambda, for a value that holds no real — are not counted.)
   static bool reads(const Code* c, int r, const Instr* skip1, const Instr* skip2, bool own = true) {
-    if (c->pair_result ? (c->r1 == r || c->r2 == r) : c->result == r) return true;
+    if (c->pair_result ? (c->r1 == r || c->r2 == r || (c->triple_result && c->r3 == r)) : c->result == r) return true;
     for (int i = 0; i < c->n; i++) {
       const Instr* ip = &c->ins[i];
       if (ip == skip1 || ip == skip2) continue;
@@ -1499,6 +1500,7 @@ struct Emitter {
     a.xor_(xr::r8d, xr::r8d);
     a.mov(xr::qword_ptr(xr::rsp, exec_pend_first), xr::r8);
     a.mov(xr::qword_ptr(xr::rsp, exec_pend_last), xr::r8);
+    a.mov(xr::byte_ptr(xr::rsp, exec_want3), xr::r8b);
   }
 
   // A split BackCall of a closure of a raw backpropagator with native code (Lambda::raw_direct)
@@ -1529,6 +1531,7 @@ struct Emitter {
     kind_guard_of(xr::rcx, xr::r8, Kind::Pair, next);
     a.bind(y_ok);
     enter_callee(ip, lambda_raw_direct);
+    if (ip->split3) a.mov(xr::byte_ptr(xr::rsp, exec_want3), 1);  // x̄'s parts: Exit::Triple
     load(xr::r9, ip->b);
     a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0] = ȳ
     a.xor_(xr::esi, xr::esi);
@@ -1541,7 +1544,18 @@ struct Emitter {
     a.je(thrown);
     a.mov(xr::rsi, xr::qword_ptr(xr::rsp, exec_r1));
     a.mov(xr::rdx, xr::qword_ptr(xr::rsp, exec_r2));
-    leave_frame();  // (the halves in rsi, rdx: nothing runs before they are stored)
+    if (ip->split3) a.mov(xr::r9, xr::qword_ptr(xr::rsp, exec_r3));
+    leave_frame();  // (the halves in rsi, rdx (and r9): nothing runs before they are stored)
+    if (ip->split3) {  // f̄ and x̄'s parts, no x̄ made
+      Label not3 = a.newLabel();
+      a.cmp(xr::eax, (int32_t)Exit::Triple);
+      a.jne(not3);
+      store(ip->x, xr::rsi);
+      store(ip->x2, xr::rdx);
+      store(ip->x3, xr::r9);
+      a.jmp(end);
+      a.bind(not3);
+    }
     a.cmp(xr::eax, (int32_t)Exit::Pair);
     a.jne(general);
     if (ip->split3) {  // x̄ a pair: its parts (split_sensitivity)
@@ -2452,7 +2466,31 @@ struct Emitter {
 
   // Leaves the body with its value or pair (Exec::finish).
   void emit_finish(const Code* c) {
-    if (c->pair_result) {
+    if (c->triple_result) {  // the three parts when asked for them, else x̄ made here (Exec::finish)
+      Label pair = a.newLabel();
+      load(xr::rax, c->r1);
+      a.mov(xr::qword_ptr(kEx, exec_r1), xr::rax);
+      a.cmp(xr::byte_ptr(kEx, exec_want3), 0);
+      a.je(pair);
+      load(xr::rax, c->r2);
+      a.mov(xr::qword_ptr(kEx, exec_r2), xr::rax);
+      load(xr::rax, c->r3);
+      a.mov(xr::qword_ptr(kEx, exec_r3), xr::rax);
+      a.mov(xr::eax, (int32_t)Exit::Triple);
+      a.jmp(ret);
+      a.bind(pair);
+      load(xr::rdi, c->r2);
+      load(xr::rsi, c->r3);
+      call((const void*)&vlad_jit_pair);
+      Label made = a.newLabel();
+      a.test(xr::rax, xr::rax);
+      a.jnz(made);
+      a.mov(xr::eax, kThrown);
+      a.jmp(ret);
+      a.bind(made);
+      a.mov(xr::qword_ptr(kEx, exec_r2), xr::rax);
+      a.mov(xr::eax, (int32_t)Exit::Pair);
+    } else if (c->pair_result) {
       load(xr::rax, c->r1);
       a.mov(xr::qword_ptr(kEx, offsetof(Exec, r1)), xr::rax);
       load(xr::rax, c->r2);
