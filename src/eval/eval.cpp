@@ -715,7 +715,7 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false) {
   ex.tail_pos = Pos();
   // Each body's outcome goes to the first instruction of the one below it on the stack, the last
   // one's to the caller: each is asked for x̄'s parts when that consumer takes x̄ apart.
-  auto want3 = [&](size_t i) { return i > base ? stack[i - 1]->lambda->code->ins[0].split3 : three; };
+  auto asks3 = [&](size_t i) { return i > base ? stack[i - 1]->lambda->code->ins[0].split3 : three; };
   Value halves[3];  // (f̄, x̄) or, after Exit::Triple, (f̄, car x̄, cdr x̄)
   Exit e = Exit::Pair;
   try {
@@ -725,12 +725,12 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false) {
       fr[0] = y;
       ex.env = direct->env;
       ex.self = Value::obj(direct);
-      ex.want3 = want3(top);
+      ex.want3 = asks3(top);
       e = ex.run(direct->lambda->code);
       if (e == Exit::Pair || e == Exit::Triple) {
         halves[0] = ex.r1;
         halves[1] = ex.r2;
-        halves[2] = ex.r3;
+        if (e == Exit::Triple) halves[2] = ex.r3;
       }
     } else {
       Value r = back_call(end, y, halves, pos);
@@ -756,12 +756,12 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false) {
       }
       ex.env = c->env;
       ex.self = Value::obj(c);
-      ex.want3 = want3(i);
+      ex.want3 = asks3(i);
       e = ex.run(code, 1);
       if (e == Exit::Pair || e == Exit::Triple) {
         halves[0] = ex.r1;
         halves[1] = ex.r2;
-        halves[2] = ex.r3;
+        if (e == Exit::Triple) halves[2] = ex.r3;
       }
     }
   } catch (...) {
@@ -1081,15 +1081,10 @@ Value back_call(Value bp, Value y, Value* out, Pos pos, bool three) {
   }
   if (three) {  // (f̄ car-x̄ cdr-x̄): the caller takes x̄ apart at once
     if (bp.is_view() && back_view(bp, y, out, true)) return Value::unbound();
-    if (is(bp, Kind::Closure) && static_cast<Closure*>(bp.as_obj())->lambda->raw_bp) {  // its parts, maybe no x̄ made
-      Value r = run_raw(static_cast<Closure*>(bp.as_obj()), y, out, pos, true);
-      if (!r.is_unbound()) {
-        split_value(r, out, "(cons f-bar x-bar)", pos);
-        split_sensitivity(out[1], out + 1);
-      }
-      return Value::unbound();
-    }
-    Value r = back_call(bp, y, out, pos, false);
+    // a raw backpropagator gives the three itself (and may make no x̄); anything else, the halves
+    bool raw = is(bp, Kind::Closure) && static_cast<Closure*>(bp.as_obj())->lambda->raw_bp;
+    Value r = raw ? run_raw(static_cast<Closure*>(bp.as_obj()), y, out, pos, true) : back_call(bp, y, out, pos, false);
+    if (r.is_unbound() && raw) return r;
     if (!r.is_unbound()) split_value(r, out, "(cons f-bar x-bar)", pos);
     split_sensitivity(out[1], out + 1);
     return Value::unbound();
