@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <thread>
@@ -87,6 +88,7 @@ TEST_CASE("api: eval_file runs a file, with includes found beside it") {
   CHECK(vlad::to_real(vm.call(vm.global("triple"), 2)) == 6);
   CHECK_THROWS_AS(vm.eval_file(dir + "/no-such-file.vlad"), vlad::Error);
   CHECK(error_of([&] { vm.eval_file(dir + "/no-such-file.vlad"); }).find("cannot open file") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("api: global and define") {
