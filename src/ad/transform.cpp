@@ -189,7 +189,7 @@ Body* clone_body(Body* src, VarMap& m) {
     Binding n = b;
     n.a = get(b.a);
     n.b = get(b.b);
-    n.cache_in = n.cache_out = Value::unbound();
+    if (b.op == Op::Global) n.cache_in.bits = n.cache_out.bits = 0;  // (no transform cached yet)
     if (b.op == Op::Lambda) {
       size_t k = b.lam->free.size();
       n.caps = static_cast<Var**>(gc_alloc(sizeof(Var*) * (k ? k : 1)));
@@ -437,7 +437,7 @@ Body* forward_body(Body* src, VarMap& m) {
     n.x = tagged_var(b.x, 'F');
     if (b.a) n.a = lookup(m, b.a);
     if (b.b) n.b = lookup(m, b.b);
-    n.cache_in = n.cache_out = Value::unbound();
+    if (b.op == Op::Global) n.cache_in.bits = n.cache_out.bits = 0;  // (no transform cached yet)
     switch (b.op) {
       case Op::Const: n.constant = j_star(b.constant); break;
       case Op::Global: n.xf = append_xf(b.xf, 'F'); break;

@@ -100,14 +100,14 @@ struct Compiler {
   int& uses(Var* v) { return note(v)->uses; }
 
   int ref(Var* v) {
-    if (v->owner == lam) return v->slot;
     int i = note(v)->free_index;
+    if (i == Var::kLocalVar) return v->slot;
     if (i < 0) throw Error(std::string("internal error: variable ") + v->name + " is not in scope", lam->pos);
     return -(i + 1);
   }
 
   void bind(Var* v) {
-    v->owner = lam;
+    note(v)->free_index = Var::kLocalVar;
     v->slot = nslots++;
   }
 
@@ -158,8 +158,8 @@ struct Compiler {
   }
 
   void release_dead(Var* v) {
-    if (v && v->owner == lam) {
-      if (note(v)->last_read == position) {
+    if (v && note(v)->free_index == Var::kLocalVar) {
+      if (v->last_read == position) {
         free_slots.push_back(v->slot);
         v->last_read = -1;  // free once, even when read twice at one position
       }
@@ -173,7 +173,7 @@ struct Compiler {
       if (bd.b != bd.a) release_dead(bd.b);
       if (bd.op == Op::Lambda)
         for (size_t k = 0; k < bd.lam->free.size(); k++) release_dead(bd.caps ? bd.caps[k] : bd.lam->free[k]);
-      bd.x->owner = lam;
+      note(bd.x)->free_index = Var::kLocalVar;
       bd.x->slot = take_slot();
       if (note(bd.x)->last_read < 0) {  // never read: its slot is free at once
         free_slots.push_back(bd.x->slot);

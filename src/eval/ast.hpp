@@ -10,18 +10,20 @@ struct Lambda;
 struct Code;
 
 // An alpha-converted variable. Each Var object is bound exactly once: as the parameter of one
-// lambda or by one binding in that lambda's body (its `owner`). `tag`/`base` record, for the
-// variables the AD transforms introduce, which transform made them from which variable.
+// lambda or by one binding in that lambda's body (its owner). 32 bytes: transformed code makes
+// them by the ten thousand under nesting, and all stay live.
 struct Var {
   const char* name;
   int id;
-  Lambda* owner = nullptr;
-  int slot = -1;  // frame slot in `owner`, assigned when `owner` is compiled
+  int slot = -1;  // frame slot in its owner, assigned when the owner is compiled
   // The compiler's working notes (analyse.cpp), valid while `mark` is its current pass: uses,
-  // the position of the last read (-1: none), the index among the free variables (-1: none).
+  // the position of the last read (-1: none), the index among the free variables (-1: none;
+  // kLocalVar: bound in the lambda being compiled, at `slot`).
   uint32_t mark = 0;
   int uses = 0, last_read = -1, free_index = -1;
+  static constexpr int kLocalVar = -2;
 };
+static_assert(sizeof(Var) == 32, "Var: keep it two granules of the collector");
 
 // A top-level (global) variable: a mutable cell, looked up late, so that top-level definitions are
 // mutually recursive and can be replaced at the REPL.
@@ -52,10 +54,26 @@ enum class Op : uint8_t {
 
 struct Body;
 
-// 128 bytes (two cache lines): transformed code is large, nested transforms multiply it, and
-// every binding stays live (the source of the next level's transform), marked by each collection.
+// A Value kept in a union (Binding): its bits, with no constructor; reads as the Value.
+struct RawValue {
+  uint64_t bits;
+  operator Value() const { return Value(bits, 0); }
+  RawValue& operator=(Value v) {
+    bits = v.bits;
+    return *this;
+  }
+  bool operator==(Value o) const { return bits == o.bits; }
+  bool is_real() const { return Value(bits, 0).is_real(); }
+  double as_real() const { return Value(bits, 0).as_real(); }
+  bool is_obj() const { return Value(bits, 0).is_obj(); }
+  Obj* as_obj() const { return Value(bits, 0).as_obj(); }
+};
+
+// 80 bytes: transformed code is large, nested transforms multiply it, and every binding stays
+// live (the source of the next level's transform), touched when made and marked by each
+// collection. What only some ops use shares one union: read a field only for its ops.
 struct Binding {
-  Op op;
+  Op op = Op::Const;
   // App: call the raw entry of a's value (a backpropagator's body, or the same transform of it:
   // Lambda::raw_variant) — what a BackCall becomes under the transforms, which apply `xf` to it.
   bool raw_call = false;
@@ -63,19 +81,35 @@ struct Binding {
   Var* x = nullptr;
   Var* a = nullptr;
   Var* b = nullptr;
-  Value constant;
-  Cell* cell = nullptr;
-  const char* xf = "";  // Global: transforms to apply, in order ("F", "R", "FR", ...)
-  Lambda* lam = nullptr;
-  Var** caps = nullptr;  // Lambda: one per lam->free
-  Body* then_ = nullptr;
-  Body* else_ = nullptr;
   Pos pos;
-  const char* pattern = nullptr;  // Car/Cdr/Check: the pattern, for "does not match pattern"
-  Value cache_in = Value::unbound();   // Global with transforms: last cell value seen ...
-  Value cache_out = Value::unbound();  // ... and its transform
+  union {
+    struct {
+      RawValue constant;    // Const, Check
+      const char* pattern;  // Car, Cdr, Check: the pattern, for "does not match pattern"
+    };
+    struct {
+      Lambda* lam;  // Lambda, EnvRef
+      Var** caps;   // Lambda: one per lam->free (null: lam->free themselves)
+    };
+    struct {
+      Body* then_;  // If
+      Body* else_;
+    };
+    struct {
+      Cell* cell;  // Global
+      RawValue cache_in;   // Global with transforms: last cell value seen (0: none) ...
+      RawValue cache_out;  // ... and its transform
+      const char* xf;      // Global, App (raw_call): transforms to apply, in order ("F", "R", "FR", ...)
+    };
+  };
+  Binding() {
+    constant.bits = 0;
+    pattern = nullptr;
+    cache_out.bits = 0;
+    xf = "";
+  }
 };
-static_assert(sizeof(Binding) == 128, "Binding: keep it two cache lines");
+static_assert(sizeof(Binding) == 80, "Binding: 80 bytes");
 
 struct Body {
   gc_vector<Binding> binds;
