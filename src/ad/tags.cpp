@@ -216,8 +216,19 @@ Value lazy_zero(Value v, int strip) {
     case Kind::Pair:
       if (strip <= 1) return view_of(v, strip == 0 ? kViewZero : kViewRZero);
       return make_lazy_zero(v, strip);
-    case Kind::LazyJ:
-    case Kind::Closure: return make_lazy_zero(v, strip);
+    case Kind::Closure: {
+      // An empty environment: the zero is the stripped lambda's one empty closure (or the
+      // primitive), no dearer to give than a lazy zero.
+      Closure* c = as_closure(v);
+      if (c->aux == 0) {
+        Prim* prim = nullptr;
+        Lambda* lam = strip_lambda(c->lambda, strip, &prim);
+        if (prim) return Value::obj(prim);
+        if (lam && !has_constants(lam)) return closure_of(lam, nullptr);
+      }
+      return make_lazy_zero(v, strip);
+    }
+    case Kind::LazyJ: return make_lazy_zero(v, strip);
     case Kind::Zero: {
       LazyZero* z = static_cast<LazyZero*>(v.as_obj());
       return make_lazy_zero(z->src, (int)z->aux + strip);
