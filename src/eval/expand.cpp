@@ -509,7 +509,8 @@ Lambda* thunk_of(Expander& ex, Sx* e, Pos pos) {
 }  // namespace
 
 Var* new_var(const char* name) {
-  Var* v = static_cast<Var*>(gc_alloc(sizeof(Var)));
+  // Pointer-free for the collector (names are interned outside its heap): not scanned when marked.
+  Var* v = static_cast<Var*>(gc_alloc_atomic(sizeof(Var)));
   new (v) Var();
   v->name = name;
   v->id = __atomic_fetch_add(&next_var_id, 1, __ATOMIC_RELAXED);
