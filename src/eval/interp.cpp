@@ -1,7 +1,9 @@
 // interp.cpp — an interpreter instance: its namespaces and primitives, the prelude, includes,
 // and the read → expand → evaluate pipeline for a whole text.
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <sys/stat.h>
 
@@ -82,6 +84,17 @@ Interp::Interp() {
   builtin_projections->name = intern("%builtin-car-cdr");
   user_cell_written(user_car);
   current = saved;
+  // Past the prelude (whose garbage the default policy recycles at start-up), collect only after
+  // a few MiB of allocation however small the live heap: a collection marks the program's code
+  // (bindings, variables, instructions: ~0.5 MiB with the prelude, megabytes under nested
+  // transforms) whatever the garbage, and with the live heap small the collector otherwise ran
+  // every megabyte or so (W6: 53 collections, 24 ms of a 69 ms run; with this: 10, 9 ms).
+  static std::once_flag gc_pacing;
+  std::call_once(gc_pacing, [] {
+    size_t min = 4u << 20;
+    if (const char* e = getenv("VLAD_GC_MIN")) min = (size_t)std::max(1L, atol(e));
+    GC_set_min_bytes_allocd(min);
+  });
 }
 
 void Interp::add_prim(Prim* p) {
