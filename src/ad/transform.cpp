@@ -523,16 +523,6 @@ std::vector<Var*> if_free_vars(const Binding& b) {
   return out;
 }
 
-// The reverse transform of one lambda L (paper §4). Its forward phase runs φ of each binding;
-// every way out of it (its result, or the branch of a tail `if` that is taken) returns
-// (cons x⃖ backpropagator), the backpropagator running ρ of the bindings on that way out in
-// reverse order. A way out that ends in a call is then a tail call of the forward phase (the
-// compiler sees (cons (car p) (λ ... (cdr p) ...)) of the call's p), so loops stay flat.
-//
-// Backpropagators are raw: they take ȳ and return (f̄ . x̄) without sensitivity tags, and inside
-// them a zero that flowed back from a backpropagator call skipped for a zero ȳ is a placeholder
-// (Value::zero_sens), completed to the zero of the right shape (`Sens`) wherever a sensitivity
-// is built into a structure or returned.
 // The first block of a reverse transform's arena (below): one per depth of transforms running
 // inside one another, kept by the thread from one transform to the next. Grown from malloc, an
 // arena took ~17 blocks a transform (W4's first call: 11,000 aligned allocations and frees).
@@ -559,6 +549,16 @@ struct TransformArena : std::pmr::monotonic_buffer_resource {
   }
 };
 
+// The reverse transform of one lambda L (paper §4). Its forward phase runs φ of each binding;
+// every way out of it (its result, or the branch of a tail `if` that is taken) returns
+// (cons x⃖ backpropagator), the backpropagator running ρ of the bindings on that way out in
+// reverse order. A way out that ends in a call is then a tail call of the forward phase (the
+// compiler sees (cons (car p) (λ ... (cdr p) ...)) of the call's p), so loops stay flat.
+//
+// Backpropagators are raw: they take ȳ and return (f̄ . x̄) without sensitivity tags, and inside
+// them a zero that flowed back from a backpropagator call skipped for a zero ȳ is a placeholder
+// (Value::zero_sens), completed to the zero of the right shape (`Sens`) wherever a sensitivity
+// is built into a structure or returned.
 struct Reverse {
   // The tables below, a few thousand entries per lambda under nesting, take their memory from
   // this arena, given back at once when the transform is done (malloc and free of their nodes

@@ -88,7 +88,8 @@ Interp::Interp() {
   // a few MiB of allocation however small the live heap: a collection marks the program's code
   // (bindings, variables, instructions: ~0.5 MiB with the prelude, megabytes under nested
   // transforms) whatever the garbage, and with the live heap small the collector otherwise ran
-  // every megabyte or so (W6: 53 collections, 24 ms of a 69 ms run; with this: 10, 9 ms).
+  // every megabyte or so (W6: 53 collections, 24 ms of a 69 ms run; with this: 12, 5-7 ms).
+  // (Process-wide, like the free-space divisor: docs/embedding.md.)
   static std::once_flag gc_pacing;
   std::call_once(gc_pacing, [] {
     size_t min = 4u << 20;
