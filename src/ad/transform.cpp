@@ -467,7 +467,8 @@ Body* forward_body(Body* src, VarMap& m) {
   return out;
 }
 
-Lambda* start_transform(Lambda* lam, char t, VarMap& m) {
+// The transform of lam before its body is made (ensure_body maps lam's variables to these).
+Lambda* start_transform(Lambda* lam, char t) {
   Lambda* r = new_lambda();
   r->transform = t;
   r->source = lam;
@@ -475,12 +476,8 @@ Lambda* start_transform(Lambda* lam, char t, VarMap& m) {
   r->pos = lam->pos;
   if (!lam->free_done) compute_free_variables(lam);
   r->param = tagged_var(lam->param, t);
-  m[lam->param] = r->param;
-  for (Var* v : lam->free) {
-    Var* tv = tagged_var(v, t);
-    m[v] = tv;
-    r->free.push_back(tv);
-  }
+  r->free.reserve(lam->free.size());
+  for (Var* v : lam->free) r->free.push_back(tagged_var(v, t));
   r->free_done = true;
   return r;
 }
@@ -1095,8 +1092,20 @@ struct Reverse {
     path.pop_back();
   }
 
+  static size_t count_bindings(const Body* b) {
+    size_t n = b->binds.size();
+    for (const Binding& bd : b->binds)
+      if (bd.op == Op::If) n += count_bindings(bd.then_) + count_bindings(bd.else_);
+    return n;
+  }
+
   void run() {
     ensure_body(L);
+    // (the tables keyed by L's variables, sized once instead of rehashed as they grow)
+    size_t n = count_bindings(L->body) + L->free.size() + 1;
+    fw.reserve(n);
+    in_scope.reserve(n);
+    sens.reserve(n);
     RL->body = new_body();
     Emitter out{RL->body, L->pos};
     std::vector<Segment> path;
@@ -1185,8 +1194,7 @@ struct Reverse {
 // The reverse transform of lam that does not take calls of car and cdr for projections (above).
 Lambda* general_reverse(Lambda* lam) {
   if (lam->rev_general) return lam->rev_general;
-  VarMap m;
-  Lambda* r = start_transform(lam, 'R', m);
+  Lambda* r = start_transform(lam, 'R');
   r->lazy_of = lam;
   r->lazy_kind = 'R';
   r->general = true;
@@ -1230,8 +1238,7 @@ namespace {
 Lambda* plain_transform(Lambda* lam, char t) {
   Lambda*& cached = t == 'F' ? lam->fwd_plain : lam->rev_plain;
   if (cached) return cached;
-  VarMap m;
-  Lambda* r = start_transform(lam, t, m);
+  Lambda* r = start_transform(lam, t);
   r->lazy_of = lam;
   r->lazy_kind = t;
   return cached = r;
@@ -1281,6 +1288,7 @@ void ensure_body(Lambda* lam) {
   }
   if (!src->free_done) compute_free_variables(src);
   VarMap m;
+  m.reserve(src->free.size() + 1);
   m[src->param] = lam->param;
   for (size_t k = 0; k < src->free.size(); k++) m[src->free[k]] = lam->free[k];
   if (lam->lazy_kind == 'F') {
