@@ -5,8 +5,9 @@
 #   - the ratios of primitive operations, interpreted steps and applications are at most 4 and do
 #     not drift by more than 10% from n = 10^2 to 10^5 (W7: 10^2 to 3*10^4 nodes);
 #   - the bytes retained by the backpropagator (the tape) are at most 150 per recorded primitive
-#     operation and the bytes allocated per operation stay flat (within 10%);
-#   - the heap objects allocated per primitive operation stay flat (reported, not a ratio to the
+#     operation and the bytes allocated per operation stay flat (within 10%, at the margin:
+#     between one n and the next);
+#   - the heap objects allocated per primitive operation stay flat at the margin (reported, not a ratio to the
 #     primal's: a primal loop allocates one object a step when interpreted, its argument tuple,
 #     and none in native code, which passes the parts without the pair); for f1 at most 3 (its
 #     calls of car and cdr group their sensitivities into one pair per step: 3.8 without that).
@@ -32,7 +33,7 @@ measures() {
     split(B, b, " "); split(P, p, " "); split(R, r, " ")
     ops = p[1] - b[1]
     for (i = 1; i <= 3; i++) { d = p[i] - b[i]; x = d > 0 ? (r[i] - b[i]) / d : 0; printf "%.4f ", x }
-    printf "%.4f %.2f %.2f\n", (r[4] - b[4]) / ops, (r[5] - b[5]) / ops, r[6] / ops }'
+    printf "%.4f %.2f %.2f %d %d %d\n", (r[4] - b[4]) / ops, (r[5] - b[5]) / ops, r[6] / ops, ops, r[4] - b[4], r[5] - b[5] }'
 }
 # check FAMILY MODE LABEL N... : runs the family at each n and checks the columns
 check_family() {
@@ -44,7 +45,7 @@ check_family() {
     rows+=("$n $m")
   done
   printf '%s\n' "${rows[@]}" | awk -v fam="$fam" -v label="$label" -v mode="$mode" '
-    { n[NR] = $1; for (i = 2; i <= 7; i++) v[NR, i] = $i }
+    { n[NR] = $1; for (i = 2; i <= 10; i++) v[NR, i] = $i }
     END {
       names[2] = "operations"; names[3] = "steps"; names[4] = "applications"; names[5] = "objects per op"
       names[6] = "bytes allocated per op"; names[7] = "bytes retained per op"
@@ -52,15 +53,31 @@ check_family() {
       for (r = 1; r <= NR; r++) printf "  n=%s: ops %.2f steps %.2f apps %.2f objects/op %.2f B/op %.1f kept/op %.1f", n[r], v[r,2], v[r,3], v[r,4], v[r,5], v[r,6], v[r,7]
       printf "\n"
       last = mode == 1 ? 7 : 4
+      # Allocation per operation is held flat at the margin: objects and bytes per operation
+      # between one n and the next, so that costs paid once a run (the first calls, made before
+      # the native tier compiles the loop at its default threshold) do not count as drift.
+      for (r = 2; r <= NR; r++) {
+        d = v[r, 8] - v[r - 1, 8]
+        m[r, 5] = d > 0 ? (v[r, 9] - v[r - 1, 9]) / d : 0
+        m[r, 6] = d > 0 ? (v[r, 10] - v[r - 1, 10]) / d : 0
+      }
       for (i = 2; i <= last; i++) {
-        lo = hi = v[1, i]
-        for (r = 2; r <= NR; r++) { if (v[r, i] < lo) lo = v[r, i]; if (v[r, i] > hi) hi = v[r, i] }
+        marginal = i == 5 || i == 6
+        lo = hi = marginal ? m[2, i] : v[1, i]
+        for (r = 2; r <= NR; r++) {
+          x = marginal ? m[r, i] : v[r, i]
+          if (x < lo) lo = x; if (x > hi) hi = x
+          if (marginal && v[r, i] > hi_total) hi_total = v[r, i]
+        }
+        if (marginal && v[1, i] > hi_total) hi_total = v[1, i]
+        if (marginal) { bound_hi = hi_total } else { bound_hi = hi }
         bound = i <= 4 ? 4 : i == 7 ? 150 : i == 5 && fam == "f1-sum" && mode == 1 ? 3 : 0
         what = fam " " label " " names[i]
-        if (bound && hi > bound) printf "not ok - %s: %.2f, above %d\n", what, hi, bound
-        else if (lo > 0 && (hi - lo) / lo > 0.10) printf "not ok - %s: drifts %.2f .. %.2f over n\n", what, lo, hi
-        else if (bound) printf "ok - %s at most %d, flat in n (%.2f)\n", what, bound, hi
-        else printf "ok - %s flat in n (%.2f)\n", what, hi
+        if (bound && bound_hi > bound) printf "not ok - %s: %.2f, above %d\n", what, bound_hi, bound
+        else if (lo > 0 && (hi - lo) / lo > 0.10) printf "not ok - %s: drifts %.2f .. %.2f over n%s\n", what, lo, hi, marginal ? " (at the margin)" : ""
+        else if (bound) printf "ok - %s at most %d, flat in n (%.2f)\n", what, bound, bound_hi
+        else printf "ok - %s flat in n (%.2f%s)\n", what, hi, marginal ? " at the margin" : ""
+        hi_total = 0
       }
     }'
 }
