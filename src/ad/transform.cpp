@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "../eval/interp.hpp"
+#include "flat_map.hpp"
 #include "../prims/prims.hpp"
 #include "ad.hpp"
 
@@ -26,6 +27,8 @@ template <class K>
 using PSet = std::pmr::unordered_set<K>;
 using VarMap = PMap<Var*, Var*>;
 
+using FlatVarMap = FlatMap<Var*, Var*>;
+
 // A fresh variable named "F:name" or "R:name" (tag 'F' or 'R'). Names are interned, so the
 // tagged name is looked up by the name's address, not built and interned again for each of the
 // thousands of variables a nested transform makes.
@@ -36,7 +39,8 @@ Var* tagged_var(Var* v, char tag) {
   return new_var(n);
 }
 
-Var* lookup(const VarMap& m, Var* v) {
+template <class Map>
+Var* lookup(const Map& m, Var* v) {
   auto it = m.find(v);
   if (it == m.end()) throw Error(std::string("internal error: transform lost variable ") + v->name);
   return it->second;
@@ -44,7 +48,8 @@ Var* lookup(const VarMap& m, Var* v) {
 
 Var* cap_of(const Binding& b, size_t k) { return b.caps ? b.caps[k] : b.lam->free[k]; }
 
-Var** map_caps(const Binding& b, const VarMap& m) {
+template <class Map>
+Var** map_caps(const Binding& b, const Map& m) {
   size_t n = b.lam->free.size();
   Var** caps = static_cast<Var**>(gc_alloc(sizeof(Var*) * (n ? n : 1)));
   for (size_t k = 0; k < n; k++) caps[k] = lookup(m, cap_of(b, k));
@@ -564,22 +569,22 @@ struct Reverse {
   TransformArena arena;
   Lambda* L;
   Lambda* RL;
-  VarMap fw{&arena};            // x -> x⃖ (paper: reverse variables)
-  PMap<Var*, Var*> tilde{&arena};  // App binding x -> its backpropagator (paper: x̃)
-  PSet<Var*> constant_vars{&arena};
+  FlatVarMap fw{&arena};            // x -> x⃖ (paper: reverse variables)
+  FlatMap<Var*, Var*> tilde{&arena};  // App binding x -> its backpropagator (paper: x̃)
+  FlatSet<Var*> constant_vars{&arena};
   // Variables bound to a primitive that commutes with *j (zero, %rzero, plus, *j, *j-inverse: the
   // transforms insert them by the thousand): the reverse transform of a call of one is the same
   // call on the reverse value, with no backpropagator, and ρ applies the transpose (rev_commuting in
   // prims.cpp, inlined): none for zero and %rzero, x̄ to both summands for plus (when its argument is
   // a cons made here), each other for *j and *j-inverse.
-  PMap<Var*, Prim*> commuting_prims{&arena};
-  PMap<Var*, std::pair<Var*, Var*>> cons_parts{&arena};
+  FlatMap<Var*, Prim*> commuting_prims{&arena};
+  FlatMap<Var*, std::pair<Var*, Var*>> cons_parts{&arena};
   // Calls of the user's car and cdr taken as projections (`specialize`: the first-level transform
   // of a user lambda, in the branch run while those are the builtins — see run()): the variables
   // bound to those globals, and the calls, with the projection each is.
   bool specialize = false;
-  PMap<Var*, Op> proj_callee{&arena}, proj_calls{&arena};
-  PSet<Var*> used_otherwise{&arena};  // variables read other than as a callee (dispatch())
+  FlatMap<Var*, Op> proj_callee{&arena}, proj_calls{&arena};
+  FlatSet<Var*> used_otherwise{&arena};  // variables read other than as a callee (dispatch())
   // A non-tail `if` binding's forward phase yields its value and the backpropagator of the branch
   // taken, which maps x̄ to the list of sensitivities of the variables the `if` refers to.
   struct IfInfo {
@@ -587,14 +592,14 @@ struct Reverse {
     std::vector<Var*> vars;
   };
   PMap<Var*, IfInfo> ifs{&arena};
-  PSet<Var*> all_bps{&arena};
+  FlatSet<Var*> all_bps{&arena};
   // Projections bound in the forward phase: a -> the variable bound to (car a), (cdr a), env k of a.
-  PMap<Var*, Var*> car_of{&arena}, cdr_of{&arena};
+  FlatMap<Var*, Var*> car_of{&arena}, cdr_of{&arena};
   PMap<Var*, std::map<int, Var*>> env_of{&arena};
   // The source variables whose φ has been emitted on the way to the current point: those a
   // backpropagator made here may capture. Branches push and pop.
   std::vector<Var*> scope_log;
-  PSet<Var*> in_scope{&arena};
+  FlatSet<Var*> in_scope{&arena};
   size_t scope_mark() const { return scope_log.size(); }
   void scope_pop(size_t mark) {
     while (scope_log.size() > mark) {
@@ -603,14 +608,14 @@ struct Reverse {
     }
   }
   // The variable bound to a projection of x (found in `known`) if it is in scope here.
-  Var* known_in_scope(PMap<Var*, Var*>& known, Var* x) {
+  Var* known_in_scope(FlatMap<Var*, Var*>& known, Var* x) {
     auto k = known.find(x);
     return k != known.end() && in_scope.count(k->second) ? k->second : nullptr;
   }
 
   // ---- the state of the backpropagator being written ----
-  PMap<Var*, Var*> sens{&arena};  // x -> current x̄ (absent: still zero)
-  PSet<Var*> maybe_placeholder{&arena};
+  FlatMap<Var*, Var*> sens{&arena};  // x -> current x̄ (absent: still zero)
+  FlatSet<Var*> maybe_placeholder{&arena};
   // Sensitivities of projections of one variable, combined into one structure when that
   // variable's sensitivity is next needed (a pair, or a closure of `lam`), instead of a one-hot
   // structure per projection added up with ⊕.
@@ -625,8 +630,8 @@ struct Reverse {
   Emitter bp{nullptr, Pos()};
 
   struct State {
-    PMap<Var*, Var*> sens;
-    PSet<Var*> maybe_placeholder;
+    FlatMap<Var*, Var*> sens;
+    FlatSet<Var*> maybe_placeholder;
     PMap<Var*, Pending> pending;
     Emitter bp;
   };
@@ -699,7 +704,7 @@ struct Reverse {
         }
         s = bp.lambda(p.lam, caps);  // the sensitivity of a closure of lam (paper §4)
       } else {
-        auto part = [&](Var* ps, PMap<Var*, Var*>& known, Op op) {
+        auto part = [&](Var* ps, FlatMap<Var*, Var*>& known, Op op) {
           Var* k = known_in_scope(known, x);
           Var* pf = k ? lookup(fw, k) : bp.proj(op, xf, "(cons a d)");
           return ps ? complete(ps, pf) : zero_of_fw(pf);
@@ -851,7 +856,7 @@ struct Reverse {
 
   // Whether b (a backpropagator's body or a branch of it) only builds structures from its
   // variables and zeros: Lambda::structural. `zeros` are the variables bound to zero or %rzero.
-  static bool structural(const Body* b, PSet<Var*>& zeros) {
+  static bool structural(const Body* b, FlatSet<Var*>& zeros) {
     for (const Binding& bd : b->binds) {
       switch (bd.op) {
         case Op::Const:
@@ -889,7 +894,7 @@ struct Reverse {
   void finish_backprop(Lambda* B) {
     fit_body(B->body);
     B->raw_bp = true;
-    PSet<Var*> zeros{&arena};
+    FlatSet<Var*> zeros{&arena};
     B->structural = structural(B->body, zeros);
     compute_free_variables(B);
     // (ids are unique: the order is total)
@@ -1299,7 +1304,8 @@ void ensure_body(Lambda* lam) {
   Reverse r;
   r.L = src;
   r.RL = lam;
-  r.fw = std::move(m);
+  r.fw.reserve(m.size());
+  for (const auto& e : m) r.fw[e.first] = e.second;
   try {
     r.run();
     fit_body(lam->body);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ad/ad.hpp"
+#include "ad/flat_map.hpp"
 #include "eval/runner.hpp"
 
 using namespace vlad;
@@ -144,4 +145,51 @@ TEST_CASE("a transform interrupted half-way is made again, not used half-made") 
   CHECK(threw);
   CHECK(remade);
   CHECK(answer == "0.23913362692838303");  // 2 cos 1 - sin 1
+}
+
+TEST_CASE("FlatMap and FlatSet agree with std::unordered_map under random use") {
+  // The reverse transform's tables (src/ad/flat_map.hpp): open addressing with backward-shift
+  // deletion. Keys cluster (consecutive objects), tables grow from empty and are cleared and moved.
+  std::pmr::monotonic_buffer_resource arena;
+  std::vector<int> objects(300);
+  uint64_t seed = 12345;
+  auto rnd = [&](uint64_t n) { seed = seed * 6364136223846793005ull + 1442695040888963407ull; return (seed >> 33) % n; };
+  for (int round = 0; round < 20; round++) {
+    FlatMap<int*, int> m(&arena);
+    FlatSet<int*> set(&arena);
+    std::unordered_map<int*, int> ref;
+    if (round % 3 == 0) m.reserve(rnd(200));
+    for (int step = 0; step < 3000; step++) {
+      int* k = &objects[rnd(round % 2 ? 40 : 300)];
+      switch (rnd(6)) {
+        case 0: case 1: m[k] = step; set.insert(k); ref[k] = step; break;
+        case 2: m.erase(k); set.erase(k); ref.erase(k); break;
+        case 3: m.emplace(k, -step); ref.emplace(k, -step); set.insert(k); break;
+        case 4: {
+          auto it = m.find(k);
+          auto rit = ref.find(k);
+          REQUIRE((it == m.end()) == (rit == ref.end()));
+          if (it != m.end()) REQUIRE(it->second == rit->second);
+          break;
+        }
+        default:
+          if (rnd(500) == 0) {
+            m.clear();
+            set.clear();
+            ref.clear();
+          }
+      }
+      REQUIRE(m.size() == ref.size());
+    }
+    for (int& o : objects) {
+      REQUIRE(m.count(&o) == ref.count(&o));
+      REQUIRE(set.count(&o) == ref.count(&o));
+      if (ref.count(&o)) REQUIRE(m.at(&o) == ref[&o]);
+    }
+    FlatMap<int*, int> moved(std::move(m));
+    REQUIRE(moved.size() == ref.size());
+    REQUIRE(m.size() == 0);
+    REQUIRE(m.find(&objects[0]) == m.end());
+    for (auto& [k, v] : ref) REQUIRE(moved.at(k) == v);
+  }
 }
