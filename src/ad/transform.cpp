@@ -593,6 +593,7 @@ struct Reverse {
   };
   PMap<Var*, IfInfo> ifs{&arena};
   FlatSet<Var*> all_bps{&arena};
+  FlatMap<Var*, int> use_count{&arena};  // reads of each variable of L's body (count_uses)
   // Projections bound in the forward phase: a -> the variable bound to (car a), (cdr a), env k of a.
   FlatMap<Var*, Var*> car_of{&arena}, cdr_of{&arena};
   PMap<Var*, std::map<int, Var*>> env_of{&arena};
@@ -923,7 +924,7 @@ struct Reverse {
     State saved = save();
     start_backprop(B, pos);
     sens[branch->result] = B->param;
-    for (size_t i = branch->binds.size(); i-- > 0;) rho(branch->binds[i]);
+    for (size_t i = branch->binds.size(); i-- > 0;) rho(branch->binds[i], i ? &branch->binds[i - 1] : nullptr);
     Var* list = bp.constant(Value::nil());
     for (size_t k = vars.size(); k-- > 0;) list = bp.cons(final_sens(vars[k]), list);
     B->body->result = list;
@@ -951,7 +952,8 @@ struct Reverse {
     return it == proj_callee.end() ? Op::App : it->second;
   }
 
-  void rho(const Binding& b) {
+  // prev: the binding before b in its body, if any.
+  void rho(const Binding& b, const Binding* prev = nullptr) {
     Var* xb = get_sens(b.x);
     if (!xb) return;  // x̄ is zero: nothing flows back
     bp.pos = b.pos;
@@ -985,8 +987,16 @@ struct Reverse {
         auto [fb, ab] = bp.split(u, "(cons f-bar x-bar)");
         maybe_placeholder.insert(fb);
         maybe_placeholder.insert(ab);
+        if (prev && prev->op == Op::Cons && prev->x == b.b && prev->x != b.a && use_count[b.b] == 1) {
+          // The argument tuple built just before the call, for it alone: ρ of that cons here, its
+          // projections of x̄ next to the split (the compiler takes x̄ apart in the same instruction:
+          // no pair), before the callee's f̄ is summed in. (Its own ρ then finds a zero x̄.)
+          acc(prev->a, proj(Op::Car, ab, "(cons a d)"));
+          acc(prev->b, proj(Op::Cdr, ab, "(cons a d)"));
+        } else {
+          acc(b.b, ab);
+        }
         acc(b.a, fb);  // when j = k both halves accumulate into the same variable
-        acc(b.b, ab);
         return;
       }
       case Op::Lambda: {  // ρ{x_i = λ x e} ≡ [x̄'_1 ... x̄'_l] ⊕= x̄_i (environment sensitivities)
@@ -1036,7 +1046,7 @@ struct Reverse {
     start_backprop(B, L->pos);
     sens[result] = B->param;
     for (size_t s = path.size(); s-- > 0;)
-      for (size_t i = path[s].upto; i-- > 0;) rho(path[s].body->binds[i]);
+      for (size_t i = path[s].upto; i-- > 0;) rho(path[s].body->binds[i], i ? &path[s].body->binds[i - 1] : nullptr);
     size_t nf = L->free.size();
     Var** caps = static_cast<Var**>(gc_alloc(sizeof(Var*) * (nf ? nf : 1)));
     for (size_t k = 0; k < nf; k++) caps[k] = final_sens(L->free[k]);
@@ -1104,6 +1114,21 @@ struct Reverse {
     return n;
   }
 
+  void count_uses(const Body* b) {
+    for (const Binding& bd : b->binds) {
+      if (bd.a) use_count[bd.a]++;
+      if (bd.b) use_count[bd.b]++;
+      if (bd.op == Op::If) {
+        count_uses(bd.then_);
+        count_uses(bd.else_);
+      } else if (bd.op == Op::Lambda) {
+        if (!bd.lam->free_done) compute_free_variables(bd.lam);
+        for (size_t k = 0; k < bd.lam->free.size(); k++) use_count[cap_of(bd, k)]++;
+      }
+    }
+    use_count[b->result]++;
+  }
+
   void run() {
     ensure_body(L);
     // (the tables keyed by L's variables, sized once instead of rehashed as they grow)
@@ -1111,6 +1136,8 @@ struct Reverse {
     fw.reserve(n);
     in_scope.reserve(n);
     sens.reserve(n);
+    use_count.reserve(n);
+    count_uses(L->body);
     RL->body = new_body();
     Emitter out{RL->body, L->pos};
     std::vector<Segment> path;
