@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "../eval/depth_lease.hpp"
 #include "../eval/interp.hpp"
 #include "flat_map.hpp"
 #include "../prims/prims.hpp"
@@ -26,8 +27,6 @@ using PMap = std::pmr::unordered_map<K, V>;
 template <class K>
 using PSet = std::pmr::unordered_set<K>;
 using VarMap = PMap<Var*, Var*>;
-
-using FlatVarMap = FlatMap<Var*, Var*>;
 
 // A fresh variable named "F:name" or "R:name" (tag 'F' or 'R'). Names are interned, so the
 // tagged name is looked up by the name's address, not built and interned again for each of the
@@ -525,30 +524,14 @@ std::vector<Var*> if_free_vars(const Binding& b) {
   return out;
 }
 
-// The first block of a reverse transform's arena (below): one per depth of transforms running
-// inside one another, kept by the thread from one transform to the next. Grown from malloc, an
-// arena took ~17 blocks a transform (W4's first call: 11,000 aligned allocations and frees).
-constexpr size_t kArenaBlock = 128 << 10;
-struct ArenaBlocks {
-  std::vector<char*> block;  // by depth
-  size_t depth = 0;
-  ~ArenaBlocks() {
-    for (char* b : block) ::operator delete(b);
-  }
+// A reverse transform's arena starts in a block the thread keeps per depth of transforms (grown
+// from malloc, an arena took ~17 blocks a transform: W4's first call made 11,000 aligned
+// allocations and frees). (The lease is a base so that it is made before the arena.)
+struct ArenaBlock {
+  alignas(std::max_align_t) char bytes[128 << 10];
 };
-thread_local ArenaBlocks arena_blocks;
-
-struct TransformArena : std::pmr::monotonic_buffer_resource {
-  TransformArena() : std::pmr::monotonic_buffer_resource(take(), kArenaBlock) {}
-  ~TransformArena() {
-    release();
-    arena_blocks.depth--;
-  }
-  static char* take() {
-    ArenaBlocks& a = arena_blocks;
-    if (a.depth == a.block.size()) a.block.push_back(static_cast<char*>(::operator new(kArenaBlock)));
-    return a.block[a.depth++];
-  }
+struct TransformArena : private DepthLease<ArenaBlock>, public std::pmr::monotonic_buffer_resource {
+  TransformArena() : std::pmr::monotonic_buffer_resource(get().bytes, sizeof(ArenaBlock)) {}
 };
 
 // The reverse transform of one lambda L (paper §4). Its forward phase runs φ of each binding;
@@ -569,7 +552,7 @@ struct Reverse {
   TransformArena arena;
   Lambda* L;
   Lambda* RL;
-  FlatVarMap fw{&arena};            // x -> x⃖ (paper: reverse variables)
+  FlatMap<Var*, Var*> fw{&arena};  // x -> x⃖ (paper: reverse variables)
   FlatMap<Var*, Var*> tilde{&arena};  // App binding x -> its backpropagator (paper: x̃)
   FlatSet<Var*> constant_vars{&arena};
   // Variables bound to a primitive that commutes with *j (zero, %rzero, plus, *j, *j-inverse: the
@@ -987,7 +970,7 @@ struct Reverse {
         auto [fb, ab] = bp.split(u, "(cons f-bar x-bar)");
         maybe_placeholder.insert(fb);
         maybe_placeholder.insert(ab);
-        if (prev && prev->op == Op::Cons && prev->x == b.b && prev->x != b.a && use_count[b.b] == 1) {
+        if (prev && prev->op == Op::Cons && prev->x == b.b && prev->x != b.a && use_count.at(b.b) == 1) {
           // The argument tuple built just before the call, for it alone: ρ of that cons here, its
           // projections of x̄ next to the split (the compiler takes x̄ apart in the same instruction:
           // no pair), before the callee's f̄ is summed in. (Its own ρ then finds a zero x̄.)

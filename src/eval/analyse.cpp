@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <climits>
 #include <iterator>
-#include <memory>
 #include <set>
 #include <unordered_map>
 
 #include "code.hpp"
+#include "depth_lease.hpp"
 #include "interp.hpp"
 
 namespace vlad {
@@ -16,9 +16,8 @@ namespace vlad {
 namespace {
 
 struct FreeWalk {
-  // (Buffers the thread keeps, one set per depth of walks running inside one another — a walk
-  // computes the free variables of the lambdas with captures it meets — so that a walk does not
-  // grow fresh vectors by doubling: their mallocs and frees were 4% of W4's first call.)
+  // (Vectors the thread keeps, DepthLease, so that a walk does not grow fresh ones by doubling:
+  // their mallocs and frees were 4% of W4's first call.)
   std::vector<Var*>& refs;  // sorted and compared at the end: cheaper than sets
   std::vector<Var*>& bound;
   std::vector<Lambda*>& nested;
@@ -63,28 +62,17 @@ struct FreeBuffers {
   std::vector<Var*> refs, bound, free;
   std::vector<Lambda*> nested;
 };
-thread_local std::vector<std::unique_ptr<FreeBuffers>> free_buffers;  // by depth
-thread_local size_t free_depth = 0;
-struct FreeDepth {
-  FreeBuffers& buf;
-  FreeDepth() : buf(take()) {}
-  ~FreeDepth() { free_depth--; }
-  static FreeBuffers& take() {
-    if (free_depth == free_buffers.size()) free_buffers.push_back(std::make_unique<FreeBuffers>());
-    FreeBuffers& b = *free_buffers[free_depth++];
-    b.refs.clear();
-    b.bound.clear();
-    b.free.clear();
-    b.nested.clear();
-    return b;
-  }
-};
 }  // namespace
 
 void compute_free_variables(Lambda* lam) {
   if (lam->free_done) return;
-  FreeDepth depth;
-  FreeWalk w{depth.buf.refs, depth.buf.bound, depth.buf.nested, {}};
+  DepthLease<FreeBuffers> lease;
+  FreeBuffers& buf = lease.get();
+  buf.refs.clear();
+  buf.bound.clear();
+  buf.free.clear();
+  buf.nested.clear();
+  FreeWalk w{buf.refs, buf.bound, buf.nested, {}};
   std::vector<Lambda*> members;
   if (lam->group) members.assign(lam->group->begin(), lam->group->end());
   else members.push_back(lam);
@@ -97,7 +85,7 @@ void compute_free_variables(Lambda* lam) {
   std::sort(w.refs.begin(), w.refs.end(), by_id);
   w.refs.erase(std::unique(w.refs.begin(), w.refs.end()), w.refs.end());
   std::sort(w.bound.begin(), w.bound.end(), by_id);
-  std::vector<Var*>& free = depth.buf.free;
+  std::vector<Var*>& free = buf.free;
   std::set_difference(w.refs.begin(), w.refs.end(), w.bound.begin(), w.bound.end(), std::back_inserter(free), by_id);
   for (Lambda* m : members) {
     m->free.assign(free.begin(), free.end());
