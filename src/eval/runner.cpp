@@ -101,7 +101,14 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
     finish();
     return;
   }
-  pthread_join(th, nullptr);
+  // While it waits, this thread is "blocked" for the collector: a collection then scans its stack
+  // as it is at the wait instead of stopping it with a signal and waking it to answer, which on
+  // two cores was a third of a collection of a small heap (0.60 -> 0.37 ms each).
+  if (GC_thread_is_registered()) {
+    GC_do_blocking([](void* t) -> void* { pthread_join(*static_cast<pthread_t*>(t), nullptr); return nullptr; }, &th);
+  } else {
+    pthread_join(th, nullptr);
+  }
   munmap(stack, size);
   if (job.error) std::rethrow_exception(job.error);
 }
