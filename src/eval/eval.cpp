@@ -352,9 +352,15 @@ inline int Exec::op_cons(const Instr* ip) {
 
 inline int Exec::op_car_cdr(const Instr* ip) {
   Value v = get(ip->a);
-  if (is_pair(v)) {
+  if (__builtin_expect(is_pair(v), 1)) {
     fr[ip->x] = ip->op == Op::Car ? car(v) : cdr(v);
-  } else if (is_j_view(v) && view_tag(v) == kViewJ) {  // a part of (*j P), lazily
+    return kContinue;
+  }
+  return op_car_cdr_other(ip, v);
+}
+
+__attribute__((noinline)) int Exec::op_car_cdr_other(const Instr* ip, Value v) {
+  if (is_j_view(v) && view_tag(v) == kViewJ) {  // a part of (*j P), lazily
     fr[ip->x] = j_part(static_cast<Pair*>(view_obj(v)), ip->op == Op::Cdr);
   } else if (is_lazy(v)) {
     Value m = force(v);
@@ -465,6 +471,17 @@ Exit Exec::finish(const Code* c) {
 Exit Exec::interpret(const Code* c, int start) {
   work.steps += c->n - start;  // a block runs to its end (its last instruction may be a tail call)
   for (const Instr *ip = c->ins + start, *end = c->ins + c->n; ip < end; ip++) {
+    // The small instructions, which always go on to the next, here; the others through step.
+    switch (ip->op) {
+      case Op::Const: op_const(ip); continue;
+      case Op::Copy: op_copy(ip); continue;
+      case Op::Sens: op_sens(ip); continue;
+      case Op::Cons: op_cons(ip); continue;
+      case Op::Car:
+      case Op::Cdr: op_car_cdr(ip); continue;
+      case Op::EnvRef: op_envref(ip); continue;
+      default: break;
+    }
     int e = step(ip);
     if (e != kContinue) return Exit(e);
   }

@@ -55,6 +55,7 @@ struct Exec {
   int op_lambda(const Instr* ip);
   int op_cons(const Instr* ip);
   int op_car_cdr(const Instr* ip);
+  int op_car_cdr_other(const Instr* ip, Value v);  // (not a pair)
   int op_check(const Instr* ip);
   int op_if(const Instr* ip);
   int op_backcall(const Instr* ip);
