@@ -58,9 +58,36 @@ struct FreeWalk {
 }  // namespace
 
 namespace {
+// The variables met by a walk, by address (open addressing, linear probing): each bound one, and
+// each one read, once. (Sorting every read by id instead was 4% of W4's first call.)
+class SeenSet {
+ public:
+  void reset(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    slots_.assign(cap, nullptr);
+    mask_ = cap - 1;
+  }
+  // Whether v was absent (and is now present).
+  bool insert(Var* v) {
+    for (size_t i = ((uintptr_t)v * 0x9E3779B97F4A7C15ull >> 20) & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i] == v) return false;
+      if (!slots_[i]) {
+        slots_[i] = v;
+        return true;
+      }
+    }
+  }
+
+ private:
+  std::vector<Var*> slots_;
+  size_t mask_ = 0;
+};
+
 struct FreeBuffers {
   std::vector<Var*> refs, bound, free;
   std::vector<Lambda*> nested;
+  SeenSet seen;
 };
 }  // namespace
 
@@ -81,12 +108,13 @@ void compute_free_variables(Lambda* lam) {
     w.bound.push_back(m->param);
     w.body(m->body);
   }
-  auto by_id = [](Var* a, Var* b) { return a->id < b->id; };
-  std::sort(w.refs.begin(), w.refs.end(), by_id);
-  w.refs.erase(std::unique(w.refs.begin(), w.refs.end()), w.refs.end());
-  std::sort(w.bound.begin(), w.bound.end(), by_id);
+  // free = the variables read and not bound, in the order of their ids
   std::vector<Var*>& free = buf.free;
-  std::set_difference(w.refs.begin(), w.refs.end(), w.bound.begin(), w.bound.end(), std::back_inserter(free), by_id);
+  buf.seen.reset(w.refs.size() + w.bound.size());
+  for (Var* v : w.bound) buf.seen.insert(v);
+  for (Var* v : w.refs)
+    if (buf.seen.insert(v)) free.push_back(v);
+  std::sort(free.begin(), free.end(), [](Var* a, Var* b) { return a->id < b->id; });
   for (Lambda* m : members) {
     m->free.assign(free.begin(), free.end());
     m->free_done = true;
