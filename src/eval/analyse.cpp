@@ -349,6 +349,11 @@ struct Compiler {
             in.b = prev.a;
             in.b2 = prev.b;
             ins.pop_back();
+            // ... and (cons q r) for q too, when that pair is read only there: (f p q . r)
+            Var* q = b->binds[i - 1].b;
+            if (i >= 2 && !ins.empty() && ins.back().op == Op::Cons && b->binds[i - 2].x == q && uses(q) == 1 &&
+                ins.back().x == in.b2)
+              in.parts3 = true;
           }
           break;
         case Op::Lambda: {

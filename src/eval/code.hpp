@@ -33,6 +33,10 @@ struct Instr {
   bool raw_call : 1;     // App: Binding::raw_call
   bool self_ref : 1;     // Lambda: the running closure itself (a letrec member naming itself)
   bool inert_guard : 1;  // Lambda of a way out's backpropagator: a zero one when the value (b) holds no real
+  // App (AppPair) whose b2 is the pair (c . d) that the Cons just before it makes, read only
+  // here: an argument (b c . d) of three parts. Native code makes that pair only when the callee
+  // does not take the three parts (Code::arg_x3); the interpreter runs the Cons as any other.
+  bool parts3 : 1;
   // App, BackCall: the kinds of callee the interpreter has met here (kSeen*, note_callee), so
   // that native code inlines only the ways of calling them (none seen yet: all of them).
   uint8_t seen = 0;
@@ -88,6 +92,10 @@ struct Code {
   // cdr to slot arg_x2) and nothing else reads it, a native caller passing two values writes
   // them there and enters at instruction 2, making no pair; -1 otherwise.
   int arg_x = -1, arg_x2 = -1;
+  // The same for an argument of three parts (a b . c): instructions 0-3 take it apart (car and
+  // cdr, then car and cdr of that cdr, which nothing else reads), and a native caller passing
+  // the three writes them to slots arg_x, arg_x3, arg_x4 and enters at instruction 4.
+  int arg_x3 = -1, arg_x4 = -1;
   int (*native)(Exec*, int start, WorkCounters* w, uint64_t* meter) = nullptr;
 };
 

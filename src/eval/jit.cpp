@@ -77,7 +77,8 @@ const int32_t prim_arity = (int32_t)offsetof(Prim, arity), prim_cls = (int32_t)o
               prim_fn2 = (int32_t)offsetof(Prim, fn2);
 const int32_t exec_tail_pos = (int32_t)offsetof(Exec, tail_pos);
 const int32_t code_native = (int32_t)offsetof(Code, native), code_nslots = (int32_t)offsetof(Code, nslots),
-              code_arg_x = (int32_t)offsetof(Code, arg_x), code_arg_x2 = (int32_t)offsetof(Code, arg_x2);
+              code_arg_x = (int32_t)offsetof(Code, arg_x), code_arg_x2 = (int32_t)offsetof(Code, arg_x2),
+              code_arg_x3 = (int32_t)offsetof(Code, arg_x3), code_arg_x4 = (int32_t)offsetof(Code, arg_x4);
 const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offsetof(Exec, env),
               exec_self = (int32_t)offsetof(Exec, self), exec_r1 = (int32_t)offsetof(Exec, r1),
               exec_r2 = (int32_t)offsetof(Exec, r2), exec_pend_first = (int32_t)offsetof(Exec, pend_first),
@@ -430,6 +431,7 @@ struct Emitter {
     a.bind(done);
     cold([&] {
       a.bind(slow);
+      if (ip == pair_deferred) step(ip - 1);  // the argument's inner pair, for the interpreter
       step(ip);
       a.jmp(done);
     });
@@ -502,6 +504,13 @@ struct Emitter {
   bool self_loop = false;
   const Instr* arg_car = nullptr;
   const Instr* arg_cdr = nullptr;
+  // And when the argument's cdr is taken apart too (Code::arg_x3): instructions 2 and 3.
+  const Instr* arg3_car = nullptr;
+  const Instr* arg3_cdr = nullptr;
+  // The call being emitted whose argument's inner pair (the Cons before it) is not made yet
+  // (Instr::parts3), and the instruction after the one being emitted.
+  const Instr* pair_deferred = nullptr;
+  const Instr* next_ip = nullptr;
   // Whether an instruction of c (branches included) other than the `skip`s writes slot r, and
   // whether one reads the argument itself (a chain call, an inert-guarded lambda).
   static bool writes(const Code* c, int r, const Instr* skip1, const Instr* skip2) {
@@ -554,10 +563,39 @@ struct Emitter {
     arg_car = i0;
     arg_cdr = i1;
     rebuild_arg = rebuild;
+    // three parts: the cdr taken apart at once (instructions 2 and 3), and read nowhere else
+    int r = i1->x;
+    if (rebuild || c->n < 5 || r < 0) return;
+    const Instr* i2 = &c->ins[2];
+    const Instr* i3 = &c->ins[3];
+    if (i2->op == Op::Cdr) std::swap(i2, i3);
+    if (i2->op != Op::Car || i3->op != Op::Cdr || i2->a != r || i3->a != r) return;
+    // (nothing reads slot r before an instruction writes over it, if one does)
+    bool overwritten = i2->x == r || i3->x == r;
+    for (int i = 4; i < c->n && !overwritten; i++) {
+      const Instr* ip = &c->ins[i];
+      if (reads_at(ip, r)) return;
+      overwritten = ip->op != Op::If && (ip->x == r || (ip->split && (ip->x2 == r || (ip->split3 && ip->x3 == r))));
+    }
+    if (!overwritten &&
+        (c->pair_result ? (c->r1 == r || c->r2 == r || (c->triple_result && c->r3 == r)) : c->result == r))
+      return;
+    arg3_car = i2;
+    arg3_cdr = i3;
+  }
+  // Whether instruction ip (its branches included) reads slot r.
+  static bool reads_at(const Instr* ip, int r) {
+    Code one;
+    one.ins = const_cast<Instr*>(ip);
+    one.n = 1;
+    one.result = INT32_MIN;
+    return reads(&one, r, nullptr, nullptr, r == 0);
   }
 
   void emit_self_tail(const Instr* ip) {
     Label slow = a.newLabel();
+    bool three = ip == pair_deferred && arg3_car;  // the argument's three parts, no pair
+    if (!three) make_deferred_pair(ip);
     load(xr::rax, ip->a);
     kind_guard(Kind::Closure, slow);
     a.mov(xr::rcx, (uint64_t)top->lam);
@@ -587,7 +625,11 @@ struct Emitter {
       a.mov(xr::dword_ptr(kEx, exec_pend_hole), ip->hole);
     }
     bool parts = arg_car && ip->op2 == AppPair;
-    if (parts) {
+    if (three) {  // (all read before any is written: the frame is the same)
+      load(xr::rax, ip->b);
+      load(xr::rcx, (ip - 1)->a);
+      load(xr::r8, (ip - 1)->b);
+    } else if (parts) {
       load(xr::rax, ip->b);
       load(xr::rcx, ip->b2);
     } else if (ip->op2 != AppPair) {
@@ -604,7 +646,12 @@ struct Emitter {
     a.lea(kEnv, xr::qword_ptr(xr::rdx, closure_env));
     a.mov(xr::qword_ptr(kEx, offsetof(Exec, env)), kEnv);
     count(offsetof(WorkCounters, steps), top->n);
-    if (parts) {
+    if (three) {  // (in the order instructions 0-3 write them)
+      store(arg_car->x, xr::rax);
+      store(arg3_car->x, xr::rcx);
+      store(arg3_cdr->x, xr::r8);
+      a.jmp(top_labels[4]);
+    } else if (parts) {
       store(arg_car->x, xr::rax);
       store(arg_cdr->x, xr::rcx);
       a.jmp(top_labels[2]);
@@ -613,6 +660,7 @@ struct Emitter {
       a.jmp(top_labels[0]);
     }
     a.bind(slow);  // another callee: a tail call as any other
+    make_deferred_pair(ip);
     if (!ip->chain_call && !ip->split && !ip->raw_call && (alloc_ok || ip->op2 != AppPair)) emit_tail_call(ip);
     else if (ip->chain_call && !ip->split && !ip->raw_call && alloc_ok) emit_chain_tail(ip);
     else step(ip);
@@ -1006,7 +1054,22 @@ struct Emitter {
   }
 
   void emit_app(const Instr* ip) {
+    // An argument (b c . d) whose inner pair the Cons before did not make (emit's Cons case):
+    // made here, except by the direct call and the loop, which pass its three parts when the
+    // callee takes them; the interpreter's step (guarded's slow path) gets it made first.
+    pair_deferred = ip->parts3 && alloc_ok ? ip : nullptr;
+    emit_app_parts(ip);
+    pair_deferred = nullptr;
+  }
+  // The deferred inner pair of ip's argument, made.
+  void make_deferred_pair(const Instr* ip) {
+    if (ip != pair_deferred) return;
+    emit_cons(ip - 1);
+    pair_deferred = nullptr;
+  }
+  void emit_app_parts(const Instr* ip) {
     if (ip->split && ip->op2 == AppPair && !ip->tail && !ip->raw_call && !ip->chain_call) {
+      make_deferred_pair(ip);
       if (Prim* p = known_rev_rule(ip->a)) {
         emit_rev_binary(ip, p);
         return;
@@ -1022,6 +1085,7 @@ struct Emitter {
       bool projection = rule && ip->op2 != AppPair &&
                         (rule->native_split1 == rev_car_split() || rule->native_split1 == rev_cdr_split());
       if ((ip->op2 == AppPair && (known_rev_rule(ip->a) || known_rev_compare(ip->a))) || projection) {
+        make_deferred_pair(ip);
         emit_tail_rule(ip);
         return;
       }
@@ -1036,9 +1100,16 @@ struct Emitter {
     if (form == Inline::None) {
       bool chain_ok = !ip->chain_call || (alloc_ok && ip->ncaps > 0 &&
                                           free_list_index(sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1)) >= 0);
-      if (self_loop && ip->tail && !ip->split && !ip->raw_call && chain_ok && !p) emit_self_tail(ip);
-      else if (!ip->tail && !ip->raw_call && !ip->chain_call && !p && depth_offset_ok) emit_direct_call(ip);
-      else if (!ip->tail && !ip->raw_call && !ip->chain_call && p) emit_prim_call(ip, p);
+      if (self_loop && ip->tail && !ip->split && !ip->raw_call && chain_ok && !p) {
+        emit_self_tail(ip);
+        return;
+      }
+      if (!ip->tail && !ip->raw_call && !ip->chain_call && !p && depth_offset_ok) {
+        emit_direct_call(ip);
+        return;
+      }
+      make_deferred_pair(ip);
+      if (!ip->tail && !ip->raw_call && !ip->chain_call && p) emit_prim_call(ip, p);
       else if (ip->tail && !ip->split && !ip->raw_call && !ip->chain_call && !p && (alloc_ok || ip->op2 != AppPair))
         emit_tail_call(ip);
       else if (ip->tail && !ip->split && !ip->raw_call && ip->chain_call && !p && chain_ok && alloc_ok)
@@ -1046,6 +1117,7 @@ struct Emitter {
       else step(ip);
       return;
     }
+    make_deferred_pair(ip);
     Label slow = a.newLabel(), prim_slow = a.newLabel(), done = a.newLabel();
     load(xr::rax, ip->a);
     a.mov(xr::rdx, (uint64_t)p);
@@ -1593,6 +1665,9 @@ struct Emitter {
     guarded(ip, [&](Label slow) {
       Label go = a.newLabel(), other = a.newLabel(), thrown = a.newLabel(),
             done = a.newLabel(), tail_go = a.newLabel();
+      // an argument of three parts passed as three when only closures were met here
+      bool three = ip == pair_deferred && !met(ip, kSeenPrim) && !met(ip, kSeenNative);
+      if (!three) make_deferred_pair(ip);
       load(xr::rax, ip->a);
       if (!ip->split && ip->op2 == AppPair && met(ip, kSeenPrim)) {
         // a primitive of real arithmetic or comparison on two reals (the callee a variable:
@@ -1678,6 +1753,34 @@ struct Emitter {
       a.cmp(xr::qword_ptr(xr::rdx, lambda_direct), 0);
       a.je(slow);
       enter_callee(ip, lambda_direct);
+      if (three) {
+        Label two = a.newLabel();
+        a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x3));
+        a.test(xr::r8, xr::r8);
+        a.js(two);
+        a.movsxd(xr::r10, xr::dword_ptr(xr::rdx, code_arg_x));  // (in the order its first four write them)
+        load(xr::r9, ip->b);
+        a.mov(xr::qword_ptr(xr::rcx, xr::r10, 3), xr::r9);
+        load(xr::r9, (ip - 1)->a);
+        a.mov(xr::qword_ptr(xr::rcx, xr::r8, 3), xr::r9);
+        a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x4));
+        load(xr::r9, (ip - 1)->b);
+        a.mov(xr::qword_ptr(xr::rcx, xr::r8, 3), xr::r9);
+        count(offsetof(WorkCounters, steps), 4);  // the four it skips
+        a.mov(xr::esi, 4);
+        a.jmp(go);
+        a.bind(two);  // a callee that takes the argument otherwise: the inner pair made now
+        load(xr::rdi, (ip - 1)->a);
+        load(xr::rsi, (ip - 1)->b);
+        call((const void*)&vlad_jit_pair);
+        a.test(xr::rax, xr::rax);
+        a.jz(thrown);
+        store((ip - 1)->x, xr::rax);
+        a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_fr));
+        a.mov(xr::rdx, xr::qword_ptr(xr::rsp, exec_self));
+        a.mov(xr::rdx, xr::qword_ptr(xr::rdx, closure_lambda));
+        a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
+      }
       if (ip->op2 == AppPair) {
         Label make_pair = a.newLabel();
         a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x));
@@ -2546,7 +2649,10 @@ struct Emitter {
   void emit_branch(const Instr* ip, const Code* c) {
     count(offsetof(WorkCounters, steps), c->n);
     size_t mark = scope.size();
-    for (int i = 0; i < c->n; i++) emit(&c->ins[i]);
+    for (int i = 0; i < c->n; i++) {
+      next_ip = i + 1 < c->n ? &c->ins[i + 1] : nullptr;
+      emit(&c->ins[i]);
+    }
     scope.resize(mark);
     if (ip->tail) emit_finish(c);
     else emit_store(ip, c);
@@ -2600,7 +2706,10 @@ struct Emitter {
         });
         break;
       case Op::If: emit_if(ip); break;
-      case Op::Cons: emit_cons(ip); break;
+      case Op::Cons:
+        // the inner pair of the next call's argument: made by that call when needed (parts3)
+        if (!(alloc_ok && next_ip && next_ip->op == Op::App && next_ip->parts3 && next_ip->b2 == ip->x)) emit_cons(ip);
+        break;
       case Op::Lambda: emit_lambda(ip); break;
       case Op::BackCall: {
         Label zero = a.newLabel(), nonzero = a.newLabel(), end = a.newLabel();
@@ -2639,7 +2748,9 @@ struct Emitter {
   void dump(const Code* c) {
     fprintf(stderr, "native: %s, %d instructions, self loop %s%s\n", c->lam && c->lam->name ? c->lam->name : "lambda",
             c->n, self_loop ? "yes" : "no",
-            !arg_car ? "" : rebuild_arg ? ", argument taken apart without a pair (rebuilt where read)" : ", argument taken apart without a pair");
+            !arg_car ? "" : rebuild_arg ? ", argument taken apart without a pair (rebuilt where read)"
+                          : arg3_car ? ", argument taken apart without a pair (in three parts too)"
+                                     : ", argument taken apart without a pair");
     dump_code(c, 2);
     if (c->lam && getenv("VLAD_JIT_DUMP")[0] == '2') fputs(lambda_to_string(c->lam).c_str(), stderr);  // and its analysed form
   }
@@ -2649,7 +2760,7 @@ struct Emitter {
     for (int i = 0; i < c->n; i++) {
       const Instr& in = c->ins[i];
       fprintf(stderr, "%*s%2d %-8s x=%d a=%d b=%d%s%s%s%s\n", indent, "", i, names[(int)in.op], in.x, in.a, in.b,
-              in.op2 == AppPair ? " (pair arg)" : "", in.tail ? " tail" : "", in.split ? " split" : "",
+              in.parts3 ? " (three-part arg)" : in.op2 == AppPair ? " (pair arg)" : "", in.tail ? " tail" : "", in.split ? " split" : "",
               in.op == Op::Global && *in.src->xf ? " (transformed)" : "");
       if (in.op == Op::If) {
         dump_code(in.then_, indent + 4);
@@ -2691,8 +2802,13 @@ struct Emitter {
       a.cmp(xr::esi, 2);
       a.je(top_labels[2]);
     }
+    if (arg3_car) {  // its three parts (Code::arg_x3)
+      a.cmp(xr::esi, 4);
+      a.je(top_labels[4]);
+    }
     for (int i = 0; i < c->n; i++) {
       a.bind(top_labels[i]);
+      next_ip = i + 1 < c->n ? &c->ins[i + 1] : nullptr;
       emit(&c->ins[i]);
     }
     a.bind(top_labels[c->n]);
@@ -2822,6 +2938,10 @@ void jit_compile(Code* c) {
   if (em.arg_car) {
     c->arg_x = em.arg_car->x;
     c->arg_x2 = em.arg_cdr->x;
+  }
+  if (em.arg3_car) {
+    c->arg_x3 = em.arg3_car->x;
+    c->arg_x4 = em.arg3_cdr->x;
   }
   if (Lambda* lam = c->lam) {
     if (lam->code == c && !lam->native1 && !lam->native2 && !lam->native_split1 && !lam->native_split2 && !lam->raw_bp)
