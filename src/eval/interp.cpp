@@ -38,14 +38,16 @@ namespace {
 // The collector's pacing while a large heap grows (a long reverse pass's forward phase: its
 // records all stay live): a collection of a heap of 16 MiB or more in use that finds at least
 // three quarters of what was allocated since the last one still live has marked it all for
-// little, and the next would again; so the next waits until gc_grow times the heap in use has
-// been allocated (VLAD_GC_GROW; 0: off), and the floor is back at gc_floor once a collection
-// frees more. W3 at n = 10^6: 7 collections (218 ms of marking) -> 6 (93 ms), 720 -> 579 ms; the
-// price, a larger heap between repeated large passes (W3 n = 10^5 four times: 134 -> 179 MB).
+// little, and the next would again. After two such collections in a row, the next waits until
+// gc_grow times the heap in use has been allocated (VLAD_GC_GROW; 0: off); the floor is back at
+// gc_floor once a collection frees more. W3 at n = 10^6: 7 collections (170-218 ms of marking)
+// -> 6 (73 ms), 610 -> 511 ms. (After one such collection already, repeated passes of 27 MB
+// each ran 5% slower, the heap grown by 60% for their garbage: fresh pages cost more here.)
 // Called by the collector with its lock held: only the unsynchronised statistics are read.
 size_t gc_floor = 4u << 20;
 int gc_grow = 3;
 size_t gc_allocd_before = 0, gc_in_use_before = 0;
+int gc_growing = 0;  // collections in a row that found the heap growing so
 GC_on_collection_event_proc gc_host_event = nullptr;  // an embedding host's own, still called
 void on_collection(GC_EventType e) {
   if (gc_host_event) gc_host_event(e);
@@ -60,7 +62,8 @@ void on_collection(GC_EventType e) {
   bool growing = in_use >= (16u << 20) && in_use > gc_in_use_before &&
                  in_use - gc_in_use_before >= gc_allocd_before / 4 * 3;
   gc_in_use_before = in_use;
-  GC_set_min_bytes_allocd(growing ? std::max(gc_floor, in_use * (size_t)gc_grow) : gc_floor);
+  gc_growing = growing ? gc_growing + 1 : 0;
+  GC_set_min_bytes_allocd(gc_growing >= 2 ? std::max(gc_floor, in_use * (size_t)gc_grow) : gc_floor);
 }
 }  // namespace
 
