@@ -85,6 +85,17 @@ primal() {  # LABEL FILE INPUT
 primal "fib 25 (naive)" fib.vlad 25
 primal "tail loop, 10^7 iterations" tail_loop.vlad 10000000
 primal "build + sum a 10^6-element list" list_sum.vlad 1000000
+# The embedding API: each call is a whole evaluation (a thread on the evaluation stack).
+mkdir -p "$TMP/inc/vlad" && cp "$HERE/../src/vlad.hpp" "$TMP/inc/vlad/"
+if ${CXX:-c++} -O2 -std=c++17 -I"$TMP/inc" "$HERE/api_call.cpp" "$B/libvlad.a" -lgc -ledit -lasmjit -pthread \
+     -o "$TMP/api_call" 2>/dev/null || ${CXX:-c++} -O2 -std=c++17 -I"$TMP/inc" "$HERE/api_call.cpp" "$B/libvlad.a" \
+     -lgc -ledit -pthread -o "$TMP/api_call" 2>/dev/null; then
+  read -r api_call api_grad _ < <(timeout "$TL" "$TMP/api_call")
+  printf '  %-34s %9s us a call (Interpreter::call), %s us a gradient (Interpreter::gradient)\n' \
+    "embedding API, a one-op function" "${api_call:-?}" "${api_grad:-?}"
+else
+  printf '  %-34s %s\n' "embedding API, a one-op function" "not built (bench/api_call.cpp)"
+fi
 echo
 
 # ---------------------------------------------------------------- (b) W3

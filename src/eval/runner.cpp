@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 
 #include "../ad/ad.hpp"
 
@@ -57,6 +58,54 @@ void* thread_main(void* arg) {
 
 }  // namespace
 
+namespace {
+// One evaluation stack kept between evaluations (most run one after another: a REPL's lines, a
+// host's calls), so that the next one neither maps a fresh one nor faults in its first (huge)
+// page again: an API call of a small function was ~150 us, most of it that. Only its top
+// kKeptStack stays resident; a deep recursion's pages below are given back.
+constexpr size_t kKeptStack = 8u << 20;
+std::mutex stack_cache_mutex;
+void* cached_stack = nullptr;
+size_t cached_stack_size = 0;
+
+void* take_stack(size_t* size) {
+  {
+    std::lock_guard<std::mutex> lock(stack_cache_mutex);
+    if (cached_stack && cached_stack_size == eval_stack_bytes) {
+      void* s = cached_stack;
+      *size = cached_stack_size;
+      cached_stack = nullptr;
+      return s;
+    }
+  }
+  // The stack is mapped here so that it can use transparent huge pages: deep recursion then
+  // costs one page fault per 2 MiB instead of one per 4 KiB.
+  void* stack = MAP_FAILED;
+  size_t n = eval_stack_bytes;
+  for (; n >= (64u << 20); n /= 2) {
+    stack = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (stack != MAP_FAILED) break;
+  }
+  if (stack == MAP_FAILED) return nullptr;
+  madvise(stack, n, MADV_HUGEPAGE);
+  *size = n;
+  return stack;
+}
+
+void give_back_stack(void* stack, size_t size) {
+  if (size > kKeptStack) madvise(stack, size - kKeptStack, MADV_DONTNEED);  // (the stack grows down)
+  {
+    std::lock_guard<std::mutex> lock(stack_cache_mutex);
+    if (!cached_stack && size == eval_stack_bytes) {
+      cached_stack = stack;
+      cached_stack_size = size;
+      return;
+    }
+  }
+  munmap(stack, size);
+}
+}  // namespace
+
 void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
   // The collector is set up (all-interior-pointers off) before its first use, which creating a
   // thread through it would be: changed after, its size tables no longer fit.
@@ -64,24 +113,17 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
   ThreadJob job{in, &fn, nullptr};
   pthread_attr_t attr;
   pthread_attr_init(&attr);
-  // The stack is mapped here so that it can use transparent huge pages: deep recursion then
-  // costs one page fault per 2 MiB instead of one per 4 KiB.
-  size_t size = eval_stack_bytes;
-  void* stack = MAP_FAILED;
-  for (; size >= (64u << 20); size /= 2) {
-    stack = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-    if (stack != MAP_FAILED) break;
-  }
+  size_t size = 0;
+  void* stack = take_stack(&size);
   pthread_t th;
   int rc = -1;
-  if (stack != MAP_FAILED) {
-    madvise(stack, size, MADV_HUGEPAGE);
+  if (stack) {
     pthread_attr_setstack(&attr, stack, size);
     rc = pthread_create(&th, &attr, thread_main, &job);  // GC_pthread_create via gc.h
   }
   pthread_attr_destroy(&attr);
   if (rc != 0) {
-    if (stack != MAP_FAILED) munmap(stack, size);
+    if (stack) give_back_stack(stack, size);
     // No thread: run here, with the limit at this thread's stack.
     Interp* saved = current;
     WorkCounters saved_work = work;
@@ -109,7 +151,7 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
   } else {
     pthread_join(th, nullptr);
   }
-  munmap(stack, size);
+  give_back_stack(stack, size);
   if (job.error) std::rethrow_exception(job.error);
 }
 
