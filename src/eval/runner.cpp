@@ -77,6 +77,10 @@ void* take_stack(size_t* size) {
       cached_stack = nullptr;
       return s;
     }
+    if (cached_stack) {  // kept at another size (eval_stack_bytes changed since)
+      munmap(cached_stack, cached_stack_size);
+      cached_stack = nullptr;
+    }
   }
   // The stack is mapped here so that it can use transparent huge pages: deep recursion then
   // costs one page fault per 2 MiB instead of one per 4 KiB.
