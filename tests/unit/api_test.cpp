@@ -302,6 +302,27 @@ std::vector<double> workload() {
 
 }  // namespace
 
+TEST_CASE("api: evaluations one after another share one stack, deep recursion included") {
+  // (run_on_big_stack keeps the evaluation stack between calls and gives back all but its top
+  // after a deep recursion: the next calls, deep or not, still get the full stack)
+  vlad::Interpreter vm;
+  vm.eval_string("(define (depth n) (if (= n 0) 0 (+ 1 (depth (- n 1))))) (define (sq x) (* x x))");
+  vlad::Value depth = vm.global("depth"), sq = vm.global("sq");
+  for (int round = 0; round < 3; round++) {
+    CHECK(vlad::to_real(vm.call(depth, vlad::Value(200000.0))) == 200000);
+    for (int i = 0; i < 50; i++) CHECK(vlad::to_real(vm.call(sq, vlad::Value((double)i))) == i * i);
+    CHECK(vm.gradient(vm.eval_string("(lambda ((list x)) (* x (depth 1000)))"), std::vector<double>{2})[0] == 1000);
+  }
+  // and two interpreters alternating on one thread
+  vlad::Interpreter other;
+  other.eval_string("(define (sq x) (+ x x))");
+  vlad::Value sq2 = other.global("sq");
+  for (int i = 0; i < 20; i++) {
+    CHECK(vlad::to_real(vm.call(sq, vlad::Value(3.0))) == 9);
+    CHECK(vlad::to_real(other.call(sq2, vlad::Value(3.0))) == 6);
+  }
+}
+
 TEST_CASE("api: two interpreters on two threads give the same answers as one") {
   std::vector<double> alone = workload();
   std::vector<double> r1, r2;
