@@ -59,7 +59,10 @@ struct FreeWalk {
 
 namespace {
 // The variables met by a walk, by address (open addressing, linear probing): each bound one, and
-// each one read, once. (Sorting every read by id instead was 4% of W4's first call.)
+// each one read, once. (Sorting every read by id instead was 4% of W4's first call.) Not the
+// transform's FlatSet (flat_map.hpp): its clear() goes over the largest array it ever grew to and
+// its arrays come from an arena; this one is sized afresh for each lambda, and with a FlatSet kept
+// per depth, or made per lambda over a stack buffer, the first call took 5.9% or 1.4% more.
 class SeenSet {
  public:
   void reset(size_t n) {

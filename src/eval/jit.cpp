@@ -470,32 +470,30 @@ struct Emitter {
     if (c->pair_result ? (c->r1 == r || c->r2 == r || (c->triple_result && c->r3 == r)) : c->result == r) return true;
     for (int i = 0; i < c->n; i++) {
       const Instr* ip = &c->ins[i];
-      if (ip == skip1 || ip == skip2) continue;
-      if (own && (ip->inert_guard || ip->chain_call)) return true;
-      switch (ip->op) {
-        case Op::Const:
-        case Op::Global: break;
-        case Op::Copy:
-        case Op::Car:
-        case Op::Cdr:
-        case Op::Check:
-        case Op::EnvRef:
-          if (ip->a == r) return true;
-          break;
-        case Op::If:
-          if (ip->a == r || reads(ip->then_, r, nullptr, nullptr, own) || reads(ip->else_, r, nullptr, nullptr, own))
-            return true;
-          break;
-        case Op::Lambda:
-          for (int k = 0; k < ip->ncaps; k++)
-            if (ip->caps[k] == r) return true;
-          break;
-        default:  // App, Cons, Sens, BackCall
-          if (ip->a == r || ip->b == r || (ip->op == Op::App && ip->op2 == AppPair && ip->b2 == r)) return true;
-          break;
-      }
+      if (ip != skip1 && ip != skip2 && reads_instr(ip, r, own)) return true;
     }
     return false;
+  }
+  // The same for one instruction (its branches included).
+  static bool reads_instr(const Instr* ip, int r, bool own) {
+    if (own && (ip->inert_guard || ip->chain_call)) return true;
+    switch (ip->op) {
+      case Op::Const:
+      case Op::Global: return false;
+      case Op::Copy:
+      case Op::Car:
+      case Op::Cdr:
+      case Op::Check:
+      case Op::EnvRef: return ip->a == r;
+      case Op::If:
+        return ip->a == r || reads(ip->then_, r, nullptr, nullptr, own) || reads(ip->else_, r, nullptr, nullptr, own);
+      case Op::Lambda:
+        for (int k = 0; k < ip->ncaps; k++)
+          if (ip->caps[k] == r) return true;
+        return false;
+      default:  // App, Cons, Sens, BackCall
+        return ip->a == r || ip->b == r || (ip->op == Op::App && ip->op2 == AppPair && ip->b2 == r);
+    }
   }
 
   // How a tail call of the body's own lambda can loop here: whether it may (as apply_core would
@@ -574,7 +572,7 @@ struct Emitter {
     bool overwritten = i2->x == r || i3->x == r;
     for (int i = 4; i < c->n && !overwritten; i++) {
       const Instr* ip = &c->ins[i];
-      if (reads_at(ip, r)) return;
+      if (reads_instr(ip, r, r == 0)) return;
       overwritten = ip->op != Op::If && (ip->x == r || (ip->split && (ip->x2 == r || (ip->split3 && ip->x3 == r))));
     }
     if (!overwritten &&
@@ -582,14 +580,6 @@ struct Emitter {
       return;
     arg3_car = i2;
     arg3_cdr = i3;
-  }
-  // Whether instruction ip (its branches included) reads slot r.
-  static bool reads_at(const Instr* ip, int r) {
-    Code one;
-    one.ins = const_cast<Instr*>(ip);
-    one.n = 1;
-    one.result = INT32_MIN;
-    return reads(&one, r, nullptr, nullptr, r == 0);
   }
 
   void emit_self_tail(const Instr* ip) {
@@ -1057,10 +1047,12 @@ struct Emitter {
     // An argument (b c . d) whose inner pair the Cons before did not make (emit's Cons case):
     // made here, except by the direct call and the loop, which pass its three parts when the
     // callee takes them; the interpreter's step (guarded's slow path) gets it made first.
-    pair_deferred = ip->parts3 && alloc_ok ? ip : nullptr;
+    pair_deferred = defers_pair(ip) ? ip : nullptr;
     emit_app_parts(ip);
     pair_deferred = nullptr;
   }
+  // Whether call ip's inner argument pair, the Cons just before it, is left for it to make.
+  bool defers_pair(const Instr* ip) const { return ip->parts3 && alloc_ok; }
   // The deferred inner pair of ip's argument, made.
   void make_deferred_pair(const Instr* ip) {
     if (ip != pair_deferred) return;
@@ -1659,6 +1651,21 @@ struct Emitter {
     });
   }
 
+  // In a direct call, its callee's frame entered (enter_callee): rax = a new pair of the caller's
+  // operands (vlad_jit_pair; to `thrown` at the heap limit), then rcx = the callee's frame and
+  // rdx = its Code again (the call clobbered them).
+  void pair_for_callee(int car_op, int cdr_op, Label thrown) {
+    load(xr::rdi, car_op);
+    load(xr::rsi, cdr_op);
+    call((const void*)&vlad_jit_pair);
+    a.test(xr::rax, xr::rax);
+    a.jz(thrown);
+    a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_fr));
+    a.mov(xr::rdx, xr::qword_ptr(xr::rsp, exec_self));
+    a.mov(xr::rdx, xr::qword_ptr(xr::rdx, closure_lambda));
+    a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
+  }
+
   void emit_direct_call(const Instr* ip) {
     // Only the ways of calling the kinds of callee the interpreter met here (all, before it has
     // run the call); any other goes to the interpreter's step.
@@ -1770,16 +1777,8 @@ struct Emitter {
         a.mov(xr::esi, 4);
         a.jmp(go);
         a.bind(two);  // a callee that takes the argument otherwise: the inner pair made now
-        load(xr::rdi, (ip - 1)->a);
-        load(xr::rsi, (ip - 1)->b);
-        call((const void*)&vlad_jit_pair);
-        a.test(xr::rax, xr::rax);
-        a.jz(thrown);
+        pair_for_callee((ip - 1)->a, (ip - 1)->b, thrown);
         store((ip - 1)->x, xr::rax);
-        a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_fr));
-        a.mov(xr::rdx, xr::qword_ptr(xr::rsp, exec_self));
-        a.mov(xr::rdx, xr::qword_ptr(xr::rdx, closure_lambda));
-        a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
       }
       if (ip->op2 == AppPair) {
         Label make_pair = a.newLabel();
@@ -1795,16 +1794,8 @@ struct Emitter {
         a.mov(xr::esi, 2);
         a.jmp(go);
         a.bind(make_pair);
-        load(xr::rdi, ip->b);
-        load(xr::rsi, ip->b2);
-        call((const void*)&vlad_jit_pair);
-        a.test(xr::rax, xr::rax);
-        a.jz(thrown);
-        a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_fr));
+        pair_for_callee(ip->b, ip->b2, thrown);
         a.mov(xr::qword_ptr(xr::rcx), xr::rax);
-        a.mov(xr::rdx, xr::qword_ptr(xr::rsp, exec_self));
-        a.mov(xr::rdx, xr::qword_ptr(xr::rdx, closure_lambda));
-        a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
       } else {
         load(xr::r9, ip->b);
         a.mov(xr::qword_ptr(xr::rcx), xr::r9);
@@ -2708,7 +2699,7 @@ struct Emitter {
       case Op::If: emit_if(ip); break;
       case Op::Cons:
         // the inner pair of the next call's argument: made by that call when needed (parts3)
-        if (!(alloc_ok && next_ip && next_ip->op == Op::App && next_ip->parts3 && next_ip->b2 == ip->x)) emit_cons(ip);
+        if (!(next_ip && next_ip->op == Op::App && defers_pair(next_ip))) emit_cons(ip);
         break;
       case Op::Lambda: emit_lambda(ip); break;
       case Op::BackCall: {
