@@ -71,15 +71,11 @@ size_t cached_stack_size = 0;
 void* take_stack(size_t* size) {
   {
     std::lock_guard<std::mutex> lock(stack_cache_mutex);
-    if (cached_stack && cached_stack_size == eval_stack_bytes) {
+    if (cached_stack) {
       void* s = cached_stack;
       *size = cached_stack_size;
       cached_stack = nullptr;
       return s;
-    }
-    if (cached_stack) {  // kept at another size (eval_stack_bytes changed since)
-      munmap(cached_stack, cached_stack_size);
-      cached_stack = nullptr;
     }
   }
   // The stack is mapped here so that it can use transparent huge pages: deep recursion then
@@ -100,7 +96,7 @@ void give_back_stack(void* stack, size_t size) {
   if (size > kKeptStack) madvise(stack, size - kKeptStack, MADV_DONTNEED);  // (the stack grows down)
   {
     std::lock_guard<std::mutex> lock(stack_cache_mutex);
-    if (!cached_stack && size == eval_stack_bytes) {
+    if (!cached_stack) {
       cached_stack = stack;
       cached_stack_size = size;
       return;
