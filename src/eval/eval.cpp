@@ -471,7 +471,9 @@ Exit Exec::finish(const Code* c) {
 Exit Exec::interpret(const Code* c, int start) {
   work.steps += c->n - start;  // a block runs to its end (its last instruction may be a tail call)
   for (const Instr *ip = c->ins + start, *end = c->ins + c->n; ip < end; ip++) {
-    // The small instructions, which always go on to the next, here; the others through step.
+    // (step's dispatch, here: the small instructions, which always go on to the next, without
+    // the call and its return code)
+    int e;
     switch (ip->op) {
       case Op::Const: op_const(ip); continue;
       case Op::Copy: op_copy(ip); continue;
@@ -480,9 +482,14 @@ Exit Exec::interpret(const Code* c, int start) {
       case Op::Car:
       case Op::Cdr: op_car_cdr(ip); continue;
       case Op::EnvRef: op_envref(ip); continue;
-      default: break;
+      case Op::Global: op_global(ip); continue;
+      case Op::Check: op_check(ip); continue;
+      case Op::Lambda: op_lambda(ip); continue;
+      case Op::App: e = op_app(ip); break;
+      case Op::If: e = op_if(ip); break;
+      case Op::BackCall: e = op_backcall(ip); break;
+      default: e = step(ip); break;
     }
-    int e = step(ip);
     if (e != kContinue) return Exit(e);
   }
   return finish(c);
