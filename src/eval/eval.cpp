@@ -30,6 +30,7 @@ struct CallRecord {
   Pos pos;
 };
 static __thread CallRecord* call_records = nullptr;
+static thread_local uint64_t last_retained_noted = 0;  // note_retained's last backpropagator
 static __thread long call_capacity = 0;
 
 // Positions inside the prelude and the primitives' rules: an error there is reported at the
@@ -37,6 +38,8 @@ static __thread long call_capacity = 0;
 static const char* const prelude_file = intern("<prelude>");
 static const char* const rules_file = intern("<rules>");
 static inline bool internal(Pos p) { return p.file == prelude_file || p.file == rules_file; }
+
+void forget_retained_note() { last_retained_noted = 0; }
 
 void release_call_records() {
   free(call_records);
@@ -808,9 +811,8 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false) {
 // The meter's retained bytes: a backpropagator called by a program (not by another
 // backpropagator) holds the whole tape of its forward phase.
 void note_retained(Value bp) {
-  static thread_local uint64_t last = 0;
-  if (bp.bits == last) return;  // called again (one call per component of a Jacobian, say)
-  last = bp.bits;
+  if (bp.bits == last_retained_noted) return;  // called again (one call per component of a Jacobian, say)
+  last_retained_noted = bp.bits;
   uint64_t b = reachable_bytes(bp);
   if (b > work.retained_peak) work.retained_peak = b;
 }

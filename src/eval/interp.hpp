@@ -103,6 +103,8 @@ Value back_call(Value bp, Value y, Value* out, Pos pos, bool three = false);
 void attach_trace(Error& e);
 // Frees this thread's call records (when an evaluation thread ends).
 void release_call_records();
+// Forgets which backpropagator the meter last measured (an evaluation starts afresh).
+void forget_retained_note();
 Value run_toplevel(Interp& in, const TopLevel& t);
 void compile(Lambda* lam);
 Value closure_of(Lambda* lam, const Value* env);

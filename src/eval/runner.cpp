@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <exception>
+#include <atomic>
+#include <chrono>
 #include <mutex>
 
 #include "../ad/ad.hpp"
@@ -25,18 +27,12 @@ struct ThreadJob {
   std::exception_ptr error;
 };
 
-void* thread_main(void* arg) {
-  ThreadJob* job = static_cast<ThreadJob*>(arg);
-  pthread_attr_t attr;
-  void* base = nullptr;
-  size_t size = 0;
-  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-    pthread_attr_getstack(&attr, &base, &size);
-    pthread_attr_destroy(&attr);
-  }
-  stack_limit = static_cast<char*>(base) + (size > (8u << 20) ? (4u << 20) : size / 4);
+// Runs a job on this (evaluation) thread, from its top level, and leaves the thread as it found it.
+void run_job(ThreadJob* job) {
   current = job->in;
   work = WorkCounters();
+  eval_depth = 0;
+  forget_retained_note();
   try {
     (*job->fn)();
   } catch (Error& e) {
@@ -53,33 +49,23 @@ void* thread_main(void* arg) {
   release_free_lists();
   if (job->in) job->in->work_total.add(work);
   current = nullptr;
-  return nullptr;
 }
 
-}  // namespace
-
-namespace {
-// One evaluation stack kept between evaluations (most run one after another: a REPL's lines, a
-// host's calls), so that the next one neither maps a fresh one nor faults in its first (huge)
-// page again: an API call of a small function was ~150 us, most of it that. Only its top
-// kKeptStack stays resident; a deep recursion's pages below are given back.
-constexpr size_t kKeptStack = 8u << 20;
-std::mutex stack_cache_mutex;
-void* cached_stack = nullptr;
-size_t cached_stack_size = 0;
-
-void* take_stack(size_t* size) {
-  {
-    std::lock_guard<std::mutex> lock(stack_cache_mutex);
-    if (cached_stack) {
-      void* s = cached_stack;
-      *size = cached_stack_size;
-      cached_stack = nullptr;
-      return s;
-    }
+// The depth limit's guard: 4 MiB above the end of this thread's stack (a quarter of a small one).
+void set_stack_limit() {
+  pthread_attr_t attr;
+  void* base = nullptr;
+  size_t size = 0;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &base, &size);
+    pthread_attr_destroy(&attr);
   }
-  // The stack is mapped here so that it can use transparent huge pages: deep recursion then
-  // costs one page fault per 2 MiB instead of one per 4 KiB.
+  stack_limit = static_cast<char*>(base) + (size > (8u << 20) ? (4u << 20) : size / 4);
+}
+
+// Evaluation stacks are mapped here so that they can use transparent huge pages: deep recursion
+// then costs one page fault per 2 MiB instead of one per 4 KiB.
+void* map_stack(size_t* size) {
   void* stack = MAP_FAILED;
   size_t n = eval_stack_bytes;
   for (; n >= (64u << 20); n /= 2) {
@@ -92,17 +78,134 @@ void* take_stack(size_t* size) {
   return stack;
 }
 
-void give_back_stack(void* stack, size_t size) {
-  if (size > kKeptStack) madvise(stack, size - kKeptStack, MADV_DONTNEED);  // (the stack grows down)
-  {
-    std::lock_guard<std::mutex> lock(stack_cache_mutex);
-    if (!cached_stack) {
-      cached_stack = stack;
-      cached_stack_size = size;
-      return;
-    }
+// Only the top kKeptStack of a kept stack stays resident: a deep recursion's pages below are
+// given back (when the page just below that was touched at all: mincore, not a madvise of
+// gigabytes each time).
+constexpr size_t kKeptStack = 8u << 20;
+void trim_stack(void* stack, size_t size) {
+  if (size <= kKeptStack) return;
+  char* below = static_cast<char*>(stack) + (size - kKeptStack) - 4096;  // (the stack grows down)
+  unsigned char resident = 1;
+  if (mincore(below, 4096, &resident) == 0 && !(resident & 1)) return;
+  madvise(stack, size - kKeptStack, MADV_DONTNEED);
+}
+
+// One evaluation thread kept between evaluations (most run one after another: a REPL's lines, a
+// host's calls), waiting for the next job: an API call of a small function was ~150 us with a
+// fresh thread and stack each time, ~45 us with the stack kept and a fresh thread; creating and
+// ending the thread was most of the rest. While it waits, and while the caller waits for it,
+// each is "blocked" for the collector (GC_do_blocking): a collection scans their stacks as they
+// are at the wait instead of stopping them with signals and waking them to answer (on two cores
+// that was a third of a collection of a small heap, 0.60 -> 0.37 ms each). A second evaluation
+// started while the kept thread is busy (another host thread's, or one from inside a host
+// function) gets a thread of its own, as before.
+struct Worker {
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t posted = PTHREAD_COND_INITIALIZER, finished = PTHREAD_COND_INITIALIZER;
+  ThreadJob* job = nullptr;  // the job to run
+  std::atomic<bool> has_job{false}, done{false};
+  bool quit = false;  // (with has_job: end the thread)
+  pthread_t thread;
+  void* stack = nullptr;
+  size_t size = 0;
+};
+std::atomic<Worker*> idle_worker{nullptr};
+
+// Waits for flag to be set, and clears it: first spinning for up to kSpin (a host's next call
+// or a short job's end usually comes sooner, and sleeping and being woken cost ~5 us each way),
+// then asleep on cv.
+constexpr auto kSpin = std::chrono::microseconds(20);
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+void await(Worker* w, std::atomic<bool>& flag, pthread_cond_t* cv) {
+  auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0; !flag.load(std::memory_order_acquire); i++) {
+    cpu_relax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
   }
-  munmap(stack, size);
+  pthread_mutex_lock(&w->mutex);
+  while (!flag.load(std::memory_order_acquire)) pthread_cond_wait(cv, &w->mutex);
+  flag.store(false, std::memory_order_relaxed);
+  pthread_mutex_unlock(&w->mutex);
+}
+
+void* wait_for_job(void* arg) {  // (collector-blocked: touches no heap value)
+  Worker* w = static_cast<Worker*>(arg);
+  await(w, w->has_job, &w->posted);
+  return nullptr;
+}
+
+void* wait_until_done(void* arg) {  // (collector-blocked)
+  Worker* w = static_cast<Worker*>(arg);
+  await(w, w->done, &w->finished);
+  return nullptr;
+}
+
+void* join_thread(void* t) {
+  pthread_join(*static_cast<pthread_t*>(t), nullptr);
+  return nullptr;
+}
+
+// Runs f(arg) as collector-blocked when this thread is registered with the collector.
+void blocking(void* (*f)(void*), void* arg) {
+  if (GC_thread_is_registered()) GC_do_blocking(f, arg);
+  else f(arg);
+}
+
+void* worker_main(void* arg) {
+  Worker* w = static_cast<Worker*>(arg);
+  set_stack_limit();
+  for (;;) {
+    GC_do_blocking(wait_for_job, w);
+    if (w->quit) return nullptr;
+    run_job(w->job);
+    trim_stack(w->stack, w->size);
+    pthread_mutex_lock(&w->mutex);
+    w->done.store(true, std::memory_order_release);
+    pthread_cond_signal(&w->finished);
+    pthread_mutex_unlock(&w->mutex);
+  }
+}
+
+Worker* start_worker() {
+  Worker* w = new Worker;
+  w->stack = map_stack(&w->size);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  int rc = -1;
+  if (w->stack) {
+    pthread_attr_setstack(&attr, w->stack, w->size);
+    rc = pthread_create(&w->thread, &attr, worker_main, w);  // GC_pthread_create via gc.h
+  }
+  pthread_attr_destroy(&attr);
+  if (rc == 0) return w;
+  if (w->stack) munmap(w->stack, w->size);
+  delete w;
+  return nullptr;
+}
+
+void post(Worker* w, ThreadJob* job, bool quit) {
+  pthread_mutex_lock(&w->mutex);
+  w->job = job;
+  w->quit = quit;
+  w->has_job.store(true, std::memory_order_release);
+  pthread_cond_signal(&w->posted);
+  pthread_mutex_unlock(&w->mutex);
+}
+
+// Keeps w for the next evaluation, or (one is kept already) ends its thread and frees its stack.
+void keep_or_end(Worker* w) {
+  Worker* none = nullptr;
+  if (idle_worker.compare_exchange_strong(none, w)) return;
+  post(w, nullptr, true);
+  blocking(join_thread, &w->thread);
+  munmap(w->stack, w->size);
+  delete w;
 }
 }  // namespace
 
@@ -111,48 +214,32 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
   // thread through it would be: changed after, its size tables no longer fit.
   gc_init();
   ThreadJob job{in, &fn, nullptr};
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  size_t size = 0;
-  void* stack = take_stack(&size);
-  pthread_t th;
-  int rc = -1;
-  if (stack) {
-    pthread_attr_setstack(&attr, stack, size);
-    rc = pthread_create(&th, &attr, thread_main, &job);  // GC_pthread_create via gc.h
-  }
-  pthread_attr_destroy(&attr);
-  if (rc != 0) {
-    if (stack) give_back_stack(stack, size);
-    // No thread: run here, with the limit at this thread's stack.
-    Interp* saved = current;
-    WorkCounters saved_work = work;
-    current = in;
-    work = WorkCounters();
-    auto finish = [&] {
-      if (in) in->work_total.add(work);
-      work = saved_work;
-      current = saved;
-    };
-    try {
-      fn();
-    } catch (...) {
-      finish();
-      throw;
-    }
-    finish();
+  Worker* w = idle_worker.exchange(nullptr);
+  if (!w) w = start_worker();
+  if (w) {
+    post(w, &job, false);
+    blocking(wait_until_done, w);
+    keep_or_end(w);
+    if (job.error) std::rethrow_exception(job.error);
     return;
   }
-  // While it waits, this thread is "blocked" for the collector: a collection then scans its stack
-  // as it is at the wait instead of stopping it with a signal and waking it to answer, which on
-  // two cores was a third of a collection of a small heap (0.60 -> 0.37 ms each).
-  if (GC_thread_is_registered()) {
-    GC_do_blocking([](void* t) -> void* { pthread_join(*static_cast<pthread_t*>(t), nullptr); return nullptr; }, &th);
-  } else {
-    pthread_join(th, nullptr);
+  // No thread: run here, with the limit at this thread's stack.
+  Interp* saved = current;
+  WorkCounters saved_work = work;
+  current = in;
+  work = WorkCounters();
+  auto finish = [&] {
+    if (in) in->work_total.add(work);
+    work = saved_work;
+    current = saved;
+  };
+  try {
+    fn();
+  } catch (...) {
+    finish();
+    throw;
   }
-  give_back_stack(stack, size);
-  if (job.error) std::rethrow_exception(job.error);
+  finish();
 }
 
 // ---- --check ----

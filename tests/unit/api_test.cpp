@@ -323,6 +323,32 @@ TEST_CASE("api: evaluations one after another share one stack, deep recursion in
   }
 }
 
+TEST_CASE("api: an evaluation started inside another (from a host function) runs on a thread of its own") {
+  // (the kept evaluation thread is busy running the outer one)
+  vlad::Interpreter inner;
+  vlad::Value cube = inner.eval_string("(lambda (x) (* x (* x x)))");
+  vlad::Interpreter vm;
+  vm.define_primitive("inner-cube", 1, vlad::HostFunction([&](Args a) { return vlad::to_real(inner.call(cube, vlad::Value(a[0]))); }));
+  for (int round = 0; round < 3; round++) {
+    CHECK(vlad::to_real(vm.eval_string("(+ (inner-cube 2) (inner-cube 3))")) == 35);
+    CHECK(vlad::to_real(inner.call(cube, vlad::Value(4.0))) == 64);
+    // an error inside the inner evaluation reaches the host function, then the outer one
+    CHECK(error_of([&] { vm.eval_string("(inner-cube (car 1))"); }).find("car") != std::string::npos);
+  }
+}
+
+TEST_CASE("api: each evaluation meters the backpropagators it calls, one called again included") {
+  vlad::Interpreter vm;
+  vm.eval_string("(define b (cdr ((*j (lambda (x) (* x (sin x)))) (*j 0.5))))");
+  vm.measure_retained(true);
+  for (int i = 0; i < 3; i++) {
+    vm.meter_reset();
+    vm.eval_string("(b (sensitize 1))");
+    CHECK(vm.meter().retained_peak > 0);
+  }
+  vm.measure_retained(false);
+}
+
 TEST_CASE("api: two interpreters on two threads give the same answers as one") {
   std::vector<double> alone = workload();
   std::vector<double> r1, r2;
