@@ -1,5 +1,5 @@
 // bench/api_call.cpp — the embedding API's cost a call: Interpreter::call of a one-operation
-// function and Interpreter::gradient of one, each a whole evaluation (its thread, its stack, the
+// function and Interpreter::gradient of one, each a whole evaluation (on the kept evaluation thread, the
 // value handed back); prints microseconds per call (best of 5 rounds of 400).
 #include <vlad/vlad.hpp>
 

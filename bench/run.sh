@@ -85,7 +85,7 @@ primal() {  # LABEL FILE INPUT
 primal "fib 25 (naive)" fib.vlad 25
 primal "tail loop, 10^7 iterations" tail_loop.vlad 10000000
 primal "build + sum a 10^6-element list" list_sum.vlad 1000000
-# The embedding API: each call is a whole evaluation (a thread on the evaluation stack).
+# The embedding API: each call is a whole evaluation (handed to the kept evaluation thread).
 mkdir -p "$TMP/inc/vlad" && cp "$HERE/../src/vlad.hpp" "$TMP/inc/vlad/"
 if ${CXX:-c++} -O2 -std=c++17 -I"$TMP/inc" "$HERE/api_call.cpp" "$B/libvlad.a" -lgc -ledit -lasmjit -pthread \
      -o "$TMP/api_call" 2>/dev/null || ${CXX:-c++} -O2 -std=c++17 -I"$TMP/inc" "$HERE/api_call.cpp" "$B/libvlad.a" \
