@@ -70,6 +70,7 @@ void gc_init() {
     }
     // views (value.hpp) point at an object plus a tag of 1..15
     for (size_t k = 1; k < 16; k++) GC_register_displacement(k);
+    start_prefaulter();
   });
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #define GC_THREADS 1
@@ -129,6 +130,11 @@ void* gc_alloc_uncollectable(size_t bytes);
 void gc_free_uncollectable(void* p);  // what gc_alloc_uncollectable gave
 // Gives this thread's free lists back (when an evaluation thread ends).
 void release_free_lists();
+// Starts the thread that faults in the collector's new heap sections on another core (prefault.cpp).
+void start_prefaulter();
+// (its look for new mappings: the parts of the sorted ranges `now` that `before` does not cover)
+using Range = std::pair<uintptr_t, uintptr_t>;
+void uncovered_ranges(const std::vector<Range>& before, const std::vector<Range>& now, std::vector<Range>& out);
 // The most the collected heap may grow to, for the whole process (default: 3/4 of physical
 // memory). An allocation past it raises the error "heap limit exceeded".
 void set_heap_limit(size_t bytes);

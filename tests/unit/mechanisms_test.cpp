@@ -44,6 +44,23 @@ Error run_error(const std::string& text, const char* file) {
 
 }  // namespace
 
+TEST_CASE("the prefaulter's look for new mappings: the parts of one list of ranges another does not cover") {
+  std::vector<Range> out;
+  uncovered_ranges({}, {{10, 20}}, out);
+  CHECK(out == std::vector<Range>{{10, 20}});
+  uncovered_ranges({{10, 20}}, {{10, 20}}, out);
+  CHECK(out.empty());
+  // grown at either end (a new section merged into a mapping), and a new mapping between
+  uncovered_ranges({{10, 20}, {50, 60}}, {{5, 20}, {30, 40}, {50, 70}}, out);
+  CHECK(out == std::vector<Range>{{5, 10}, {30, 40}, {60, 70}});
+  // two mappings merged into one with the gap between them filled; one gone
+  uncovered_ranges({{10, 20}, {30, 40}, {80, 90}}, {{10, 40}}, out);
+  CHECK(out == std::vector<Range>{{20, 30}});
+  // one mapping covering several old ones and more
+  uncovered_ranges({{12, 14}, {16, 18}}, {{10, 20}}, out);
+  CHECK(out == std::vector<Range>{{10, 12}, {14, 16}, {18, 20}});
+}
+
 TEST_CASE("format_real: shortest form that reads back, integral values without a point") {
   CHECK(format_real(3) == "3");
   CHECK(format_real(-1) == "-1");
