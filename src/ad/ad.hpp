@@ -15,7 +15,9 @@ Value materialize_zero(Value z);      // one level of a lazy zero, e.g. a pair o
 Value force(Value v);
 inline bool is_data_view(Value v);
 inline bool is_lazy(Value v) {
-  return (v.is_obj() && (v.as_obj()->kind == Kind::Zero || v.as_obj()->kind == Kind::LazyJ)) || is_data_view(v);
+  return (v.is_obj() && (v.as_obj()->kind == Kind::Zero || v.as_obj()->kind == Kind::LazyJ ||
+                         v.as_obj()->kind == Kind::OneHot || v.as_obj()->kind == Kind::HotSum)) ||
+         is_data_view(v);
 }
 Value plus(Value a, Value b);         // ⊕ (paper §4)
 Value strip_tags(Value v);            // the primal real under any number of tags (comparisons)
@@ -94,6 +96,15 @@ void install_list_ref_bp(Lambda* bp);
 // kConstPairView). Otherwise it is the plain (reverse r) it prints as.
 constexpr uint32_t kConstLeafAux = 0xFFFFFFFFu;
 Value const_leaf(double r);
+// Constant leaves of the whole numbers kSmallLeafMin <= i < kSmallLeafMax are one each for the
+// process (a leaf is never changed, and nothing tells two equal ones apart): short loops' counters
+// and index arithmetic (W6's (+ (* 2 j) i) a weight) make no object. (Few: a saving once a run,
+// which tests/cost.sh's allocation per operation at the margin, from n = 100 on, does not see.)
+// small_leaves() is the table native code reads, by i - kSmallLeafMin (0 until made);
+// small_leaf(i) the leaf, made if needed.
+constexpr int kSmallLeafMin = -16, kSmallLeafMax = 64;
+const uint64_t* small_leaves();
+Value small_leaf(int i);
 inline bool is_const_leaf(Value v) { return v.is_obj() && v.as_obj()->kind == Kind::Reverse && v.as_obj()->aux == kConstLeafAux; }
 // For the native tier, which makes them inline: the node (reverse y) of a binary arithmetic
 // primitive applied to x1, x2 at the first level (its backpropagator is its kViewBpNode view)

@@ -7,6 +7,7 @@
 // A reverse primitive's backpropagator is not made here: its caller gets a view (ad.hpp) of the
 // result's RevNode (or of the argument), and the view is the closure only when something other
 // than a backpropagator call looks at it.
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -175,7 +176,15 @@ const Value kConstRealView = Value((1ull << 48) | 16 | kViewBpConst, 0);
 // reverse reals: what zero_backpropagator(its closure, (a . b)) makes, without making it.
 const Value kEqualRealsView = Value((1ull << 48) | 32 | kViewBpConst, 0);
 
+// (The small ones, in memory the collector scans and never frees.)
+std::atomic<uint64_t> small_leaf_table[kSmallLeafMax - kSmallLeafMin];
+static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t), "native code reads the table as words");
+
 Value const_leaf_impl(double r) {
+  if (r >= kSmallLeafMin && r < kSmallLeafMax) {
+    int i = (int)r;
+    if ((double)i == r && !(r == 0 && std::signbit(r))) return small_leaf(i);
+  }
   Tagged* t = static_cast<Tagged*>(gc_alloc_atomic(sizeof(Tagged)));
   t->kind = Kind::Reverse;
   t->aux = kConstLeafAux;
@@ -579,6 +588,22 @@ void install_ad_native(Prim* p, Lambda* rule, char kind) {
 }  // namespace
 
 Value const_leaf(double r) { return const_leaf_impl(r); }
+const uint64_t* small_leaves() { return reinterpret_cast<const uint64_t*>(small_leaf_table); }
+Value small_leaf(int i) {
+  std::atomic<uint64_t>& slot = small_leaf_table[i - kSmallLeafMin];
+  uint64_t bits = slot.load(std::memory_order_acquire);
+  if (bits) return Value(bits, 0);
+  Tagged* t = static_cast<Tagged*>(gc_alloc_uncollectable(sizeof(Tagged)));
+  t->kind = Kind::Reverse;
+  t->aux = kConstLeafAux;
+  t->v = Value::real(i);
+  uint64_t expected = 0;
+  if (!slot.compare_exchange_strong(expected, Value::obj(t).bits, std::memory_order_acq_rel)) {
+    gc_free_uncollectable(t);  // another thread's is the one
+    return Value(expected, 0);
+  }
+  return Value::obj(t);
+}
 Value const_pair_view() { return kConstPairView; }
 Split1 rev_const_split() { return rev_const_s; }
 Split2 rev_compare_split2() { return rev_compare_s2; }
@@ -660,6 +685,12 @@ bool bp_list_ref(Closure* c, Value y, Value* out) {
     last = static_cast<Pair*>(p.as_obj());
   };
   Value tail;
+  if (x < 4294967296.0 && data_walk(cur, x)) {
+    // over data: the list, made only if something looks at it (⊕ adds it into a list without it)
+    out[0] = zero_of(closure_of(in.list_ref, nullptr));
+    out[1] = cons(make_one_hot(Value::obj(view_obj(cur)), (uint32_t)x, y), Value::real(0));
+    return true;
+  }
   if (Pair* end = data_walk(cur, x)) {  // rzero of j_part(p, side) is the zero of that part
     for (Pair* p = static_cast<Pair*>(view_obj(cur)); p != end; p = static_cast<Pair*>(p->cdr.as_obj()))
       append(p->car.is_real() ? Value::real(0) : zero_of(p->car));

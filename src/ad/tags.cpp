@@ -183,7 +183,9 @@ Value zero_shallow(Value v, int strip) {
       LazyZero* z = static_cast<LazyZero*>(v.as_obj());
       return zero_shallow(z->src, (int)z->aux + strip);
     }
-    case Kind::LazyJ: return zero_shallow(force(v), strip);
+    case Kind::LazyJ:
+    case Kind::OneHot:
+    case Kind::HotSum: return zero_shallow(force(v), strip);
     case Kind::Prim: return v;
     case Kind::Closure: {
       Closure* c = as_closure(v);
@@ -225,10 +227,17 @@ Value lazy_zero(Value v, int strip) {
         Lambda* lam = strip_lambda(c->lambda, strip, &prim);
         if (prim) return Value::obj(prim);
         if (lam && !has_constants(lam)) return closure_of(lam, nullptr);
+        // the lambda's one empty closure: its zero made once (a lazy zero is never changed)
+        if (strip == 0 && v == c->lambda->empty_closure) {
+          if (c->lambda->empty_zero.is_unbound()) c->lambda->empty_zero = make_lazy_zero(v, 0);
+          return c->lambda->empty_zero;
+        }
       }
       return make_lazy_zero(v, strip);
     }
-    case Kind::LazyJ: return make_lazy_zero(v, strip);
+    case Kind::LazyJ:
+    case Kind::OneHot:
+    case Kind::HotSum: return make_lazy_zero(v, strip);
     case Kind::Zero: {
       LazyZero* z = static_cast<LazyZero*>(v.as_obj());
       return make_lazy_zero(z->src, (int)z->aux + strip);
@@ -267,6 +276,123 @@ Value build_lazy_j(Value v) {
   return z->built = cons(a, d);
 }
 
+// The element of a OneHot's list at data pair p (the i-th of the k before its y): a real's zero,
+// or the zero of whatever is there (as bp_list_ref made them).
+inline Value one_hot_zero(Pair* p) { return p->car.is_real() ? Value::real(0) : zero_of(p->car); }
+
+inline bool is_hot(Value v) { return is(v, Kind::OneHot) || is(v, Kind::HotSum); }
+constexpr uint32_t kHotLast = (1u << 24) - 1;  // HotSum's aux: the last element given
+constexpr uint32_t kHotMaxLeaves = 255;         // (aux >> 24): OneHots under it, at most this
+// The last element a OneHot or HotSum gives a value (the cells of its list before the zero of
+// the rest), and the OneHots it is made of.
+inline uint32_t hot_last(Value v) {
+  Obj* o = v.as_obj();
+  return o->kind == Kind::OneHot ? o->aux : o->aux & kHotLast;
+}
+inline uint32_t hot_leaves(Value v) {
+  Obj* o = v.as_obj();
+  return o->kind == Kind::OneHot ? 1 : o->aux >> 24;
+}
+// The data list (its first pair) under a OneHot or HotSum.
+Pair* hot_src(Value v) {
+  while (is(v, Kind::HotSum)) v = static_cast<HotSum*>(v.as_obj())->a;
+  return static_cast<Pair*>(static_cast<OneHot*>(v.as_obj())->src.as_obj());
+}
+// Element i (data pair p the i-th of the list) of the list a OneHot or HotSum stands for, as the
+// lists built and summed by plus_pairs give it: the sum of its parts' elements i, in order, where
+// both have one; where one part's list has ended (its rest a zero, which plus_pairs gives the
+// other's rest for), the other's; unbound past the last element any part gives.
+Value hot_elem(Value v, uint32_t i, Pair* p) {
+  if (is(v, Kind::OneHot)) {
+    OneHot* h = static_cast<OneHot*>(v.as_obj());
+    return i < h->aux ? one_hot_zero(p) : i == h->aux ? h->y : Value::unbound();
+  }
+  HotSum* s = static_cast<HotSum*>(v.as_obj());
+  if (i > (s->aux & kHotLast)) return Value::unbound();
+  Value ea = hot_elem(s->a, i, p), eb = hot_elem(s->b, i, p);
+  if (ea.is_unbound()) return eb;
+  if (eb.is_unbound()) return ea;
+  return plus(ea, eb);
+}
+
+// When every element of h is a real (its OneHots' ys and the data's elements through its last
+// are reals), those elements into e[0..last]: the same sums in doubles (plus of two reals is
+// their sum; a NaN stays a NaN through later sums, and Value::real makes every NaN one), each
+// HotSum's parts' lists summed where both have an element and the longer one's taken after.
+bool hot_all_real(Value v) {
+  if (is(v, Kind::OneHot)) return static_cast<OneHot*>(v.as_obj())->y.is_real();
+  HotSum* s = static_cast<HotSum*>(v.as_obj());
+  return hot_all_real(s->a) && hot_all_real(s->b);
+}
+void hot_eval(Value v, double* e, std::vector<std::vector<double>>& pool, size_t depth) {
+  if (is(v, Kind::OneHot)) {
+    OneHot* h = static_cast<OneHot*>(v.as_obj());
+    for (uint32_t i = 0; i < h->aux; i++) e[i] = 0.0;
+    e[h->aux] = h->y.as_real();
+    return;
+  }
+  HotSum* s = static_cast<HotSum*>(v.as_obj());
+  uint32_t ka = hot_last(s->a), kb = hot_last(s->b);
+  hot_eval(s->a, e, pool, depth);
+  if (is(s->b, Kind::OneHot)) {  // (its zeros and y added where a has elements, taken after)
+    double y = static_cast<OneHot*>(s->b.as_obj())->y.as_real();
+    uint32_t i = 0;
+    for (; i < kb && i <= ka; i++) e[i] = e[i] + 0.0;  // (a -0 becomes +0, as plus made it)
+    for (; i < kb; i++) e[i] = 0.0;
+    e[kb] = kb <= ka ? e[kb] + y : y;
+    return;
+  }
+  if (pool.size() <= depth) pool.resize(depth + 1);
+  if (pool[depth].size() < (size_t)kb + 1) pool[depth].resize((size_t)kb + 1);
+  double* t = pool[depth].data();  // (deeper levels may move pool's vectors, not their buffers)
+  hot_eval(s->b, t, pool, depth + 1);
+  uint32_t i = 0;
+  for (; i <= kb && i <= ka; i++) e[i] = e[i] + t[i];
+  for (; i <= kb; i++) e[i] = t[i];
+}
+bool hot_reals(Value h, Pair* p, std::vector<double>& e) {
+  uint32_t last = hot_last(h);
+  if (!hot_all_real(h)) return false;
+  for (uint32_t i = 0; i <= last; i++, p = static_cast<Pair*>(p->cdr.as_obj()))
+    if (!p->car.is_real()) return false;
+  e.resize((size_t)last + 1);
+  std::vector<std::vector<double>> pool;
+  hot_eval(h, e.data(), pool, 0);
+  return true;
+}
+
+// The cells of h's list from element i (at data pair p) on: through its last element, then the
+// zero of the data's rest (the tail plus_pairs gives: all the parts' rests are that zero).
+// (reals: h's elements as hot_reals gives them, or null)
+Value hot_cells(Value h, uint32_t i, Pair* p, const std::vector<double>* reals = nullptr) {
+  uint32_t last = hot_last(h);
+  Value head = Value::nil();
+  Pair* cell_last = nullptr;
+  for (;; i++, p = static_cast<Pair*>(p->cdr.as_obj())) {
+    Value cell = cons(reals ? Value::real((*reals)[i]) : hot_elem(h, i, p), Value::nil());
+    if (cell_last) cell_last->cdr = cell;
+    else head = cell;
+    cell_last = static_cast<Pair*>(cell.as_obj());
+    if (i == last) {
+      cell_last->cdr = zero_of(p->cdr);
+      return head;
+    }
+  }
+}
+
+Value build_hot(Value v) {
+  Value& built = is(v, Kind::OneHot) ? static_cast<OneHot*>(v.as_obj())->built : static_cast<HotSum*>(v.as_obj())->built;
+  if (built.is_unbound()) {
+    Pair* p = hot_src(v);
+    if (is(v, Kind::HotSum)) {
+      std::vector<double> e;
+      if (hot_reals(v, p, e)) return built = hot_cells(v, 0, p, &e);
+    }
+    built = hot_cells(v, 0, p);
+  }
+  return built;
+}
+
 }  // namespace
 
 Value j_part(Pair* p, bool cdr_side) {
@@ -289,6 +415,7 @@ Value force(Value v) {
     Kind k = kind_of(v);
     if (k == Kind::Zero) v = materialize_zero(v);
     else if (k == Kind::LazyJ) v = build_lazy_j(v);
+    else if (k == Kind::OneHot || k == Kind::HotSum) v = build_hot(v);
     else return v;
   }
 }
@@ -306,7 +433,9 @@ Value strip_tags(Value v) {
       case Kind::Bundle: v = static_cast<Bundle*>(v.as_obj())->primal; continue;
       case Kind::Reverse: v = tagged_value(v); continue;
       case Kind::Zero:
-      case Kind::LazyJ: v = force(v); continue;
+      case Kind::LazyJ:
+      case Kind::OneHot:
+      case Kind::HotSum: v = force(v); continue;
       default: return v;
     }
   }
@@ -335,6 +464,41 @@ Value env_ref(Value v, int index, Lambda* lam) {
 
 namespace {
 Value plus_rest(Value a, Value b);
+
+// The sum of a OneHot or HotSum h and a list l (h + l when h_left, else l + h), the sums
+// plus_pairs would make of them once h is built, made without building it: its cells through its
+// last element are summed with l's (in plus_pairs' order), and l's rest with the zero of the
+// data's rest. (No memo: h's cells would be new, shared with nothing.)
+Value plus_hot_list(Value h, Value l, bool h_left) {
+  Pair* p = hot_src(h);
+  uint32_t k = hot_last(h);
+  Value head = Value::nil(), tail;
+  Pair* last = nullptr;
+  std::vector<double> e;
+  bool reals = is(h, Kind::HotSum) && hot_reals(h, p, e);
+  for (uint32_t i = 0;; i++) {
+    Value z = reals ? Value::real(e[i]) : hot_elem(h, i, p);
+    Value cell = cons(h_left ? plus(z, car(l)) : plus(car(l), z), Value::nil());
+    if (last) last->cdr = cell;
+    else head = cell;
+    last = static_cast<Pair*>(cell.as_obj());
+    Value dl = cdr(l);
+    if (i == k) {  // the built list's cdr here is the zero of the data's rest: not a pair object
+      Value z_rest = zero_of(p->cdr);
+      tail = h_left ? plus(z_rest, dl) : plus(dl, z_rest);
+      break;
+    }
+    p = static_cast<Pair*>(p->cdr.as_obj());
+    if (!is(dl, Kind::Pair)) {  // l ends first: the rest of h's list, built
+      Value rest = hot_cells(h, i + 1, p, reals ? &e : nullptr);
+      tail = h_left ? plus(rest, dl) : plus(dl, rest);
+      break;
+    }
+    l = dl;
+  }
+  last->cdr = tail;
+  return head;
+}
 
 // The sum of two pairs: along the cdrs in a loop, the cars recursively, so that a long list is no
 // deeper than its elements (walked recursively, a list of 17 went 9 levels past the depth where
@@ -418,6 +582,20 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
   a = unview(a);
   b = unview(b);
   if (is(b, Kind::Zero)) return a;
+  if (is_hot(a) || is_hot(b)) {
+    if (is_hot(a) && is_hot(b)) {
+      // a sum to build when it is looked at, if not too many (hot_elem walks it for each element)
+      uint32_t leaves = hot_leaves(a) + hot_leaves(b), last = std::max(hot_last(a), hot_last(b));
+      if (leaves <= kHotMaxLeaves && last <= kHotLast && hot_src(a) == hot_src(b))
+        return make_hot_sum(a, b, last | leaves << 24);
+      a = force(a);
+    }
+    if (is_hot(a) && is_pair(b)) return plus_hot_list(a, b, true);
+    if (is_hot(b) && is_pair(a)) return plus_hot_list(b, a, false);
+    if (is_hot(a)) a = force(a);
+    if (is_hot(b)) b = force(b);
+    return plus(a, b);
+  }
   if (is(a, Kind::LazyJ)) a = force(a);
   if (is(b, Kind::LazyJ)) b = force(b);
   if (a.is_real() && b.is_real()) return Value::real(a.as_real() + b.as_real());
@@ -453,7 +631,9 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
       case Kind::Prim:
       case Kind::String: return a;
       case Kind::Zero:
-      case Kind::LazyJ: break;
+      case Kind::LazyJ:
+      case Kind::OneHot:
+      case Kind::HotSum: break;
     }
   }
   // Values without a real inside ((), booleans, strings, primitives, closures with an empty
@@ -510,7 +690,7 @@ Value bundle_raw(Value p, Value t) {
     tangent_zero = is(p, Kind::Closure) && z->aux == 0 && z->src == p;
     t = tangent_zero ? p : materialize_zero(t);
   }
-  if (is(t, Kind::LazyJ)) t = force(t);
+  if (is(t, Kind::LazyJ) || is(t, Kind::OneHot) || is(t, Kind::HotSum)) t = force(t);
   // The tangent of a forward procedure b (the closure (%tangent-of b)) holds b whole: its
   // tangent part is b's.
   // (Two such tangents bundle as any two closures of one lambda.)
@@ -558,7 +738,9 @@ Value bundle_raw(Value p, Value t) {
     }
     case Kind::String: return p;
     case Kind::Zero:
-    case Kind::LazyJ: return bundle_raw(force(p), t);
+    case Kind::LazyJ:
+    case Kind::OneHot:
+    case Kind::HotSum: return bundle_raw(force(p), t);
   }
   return p;
 }
@@ -591,7 +773,9 @@ Value forward_part(const char* who, Value v, int part) {
       return r;
     }
     case Kind::Zero: return zero_of(forward_part(who, materialize_zero(v), part));
-    case Kind::LazyJ: return forward_part(who, force(v), part);
+    case Kind::LazyJ:
+    case Kind::OneHot:
+    case Kind::HotSum: return forward_part(who, force(v), part);
     case Kind::String: return v;
     case Kind::Prim:
       // A primitive that acts on forward values directly is its own forward version.
@@ -630,7 +814,9 @@ Value tangent_part(Value v) {
       case Kind::Pair:
         return memo_pair(part_memo, v, Value::real(2), [&] { return cons(tangent_part(car(v)), tangent_part(cdr(v))); });
       case Kind::Zero: return zero_of(tangent_part(materialize_zero(v)));
-      case Kind::LazyJ: return tangent_part(force(v));
+      case Kind::LazyJ:
+      case Kind::OneHot:
+      case Kind::HotSum: return tangent_part(force(v));
       default: break;
     }
   return forward_part("tangent", v, 1);
@@ -692,6 +878,8 @@ Value star_j(Value v) {
       LazyJ* z = static_cast<LazyJ*>(v.as_obj());
       return make_lazy_j(z->src, (int)z->aux + 1);
     }
+    case Kind::OneHot:
+    case Kind::HotSum: return star_j(force(v));
     case Kind::String: return v;
   }
   return v;
@@ -729,6 +917,8 @@ Value star_j_inverse(Value v) {
       LazyJ* z = static_cast<LazyJ*>(v.as_obj());
       return z->aux == 1 ? z->src : make_lazy_j(z->src, (int)z->aux - 1);
     }
+    case Kind::OneHot:
+    case Kind::HotSum: return star_j_inverse(force(v));
     case Kind::String: return v;
     case Kind::Prim:
       if (static_cast<Prim*>(v.as_obj())->rev_rule == nullptr) return v;

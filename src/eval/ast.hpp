@@ -200,6 +200,9 @@ struct Lambda {
   // native form (native_back): native code's BackCall enters it as run_raw does (jit.cpp).
   Code* raw_direct = nullptr;
   Value empty_closure;      // when `free` is empty, the one closure of this lambda
+  // The zero of empty_closure when this lambda has constants (a lazy zero, over them), made when
+  // first needed: bp_list_ref gives list-ref's a call.
+  Value empty_zero = Value::unbound();
 };
 
 Var* new_var(const char* name);

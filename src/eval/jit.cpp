@@ -152,6 +152,17 @@ extern "C" uint64_t vlad_jit_alloc_atomic(size_t bytes) {
   }
 }
 
+// The constant leaf of the small whole number i (small_leaf), made: its bits, or 0 with the error
+// kept (the heap limit).
+extern "C" uint64_t vlad_jit_small_leaf(int64_t i) {
+  try {
+    return small_leaf((int)i).bits;
+  } catch (...) {
+    jit_keep_error();
+    return 0;
+  }
+}
+
 // gc_alloc's, the same.
 extern "C" uint64_t vlad_jit_alloc(size_t bytes) {
   try {
@@ -769,7 +780,7 @@ struct Emitter {
       end_put();
       a.jmp(out);
       a.bind(constants);
-      emit_reverse_object(kConstLeafAux, 0);
+      emit_const_leaf();
       put(ip, 1, xr::rax);
       a.mov(xr::rax, const_pair_view().bits);
       put(ip, 2, xr::rax);
@@ -1230,6 +1241,47 @@ struct Emitter {
     }
     a.mov(xr::rax, xr::r9);
   }
+  // rax = the constant leaf of y in xmm0, as const_leaf gives it: a small whole number's from the
+  // table (made there the first time), any other a new one. Keeps xmm0-xmm2; clobbers rcx, rdx,
+  // r8, r9, xmm3 (and, allocating from the collector, every caller-saved register).
+  void emit_const_leaf() {
+    Label other = a.newLabel(), fill = a.newLabel(), done = a.newLabel();
+    a.cvttsd2si(xr::rdx, xr::xmm0);  // (NaN and out of range: INT64_MIN)
+    a.lea(xr::rcx, xr::ptr(xr::rdx, -kSmallLeafMin));
+    a.cmp(xr::rcx, (int32_t)(kSmallLeafMax - kSmallLeafMin));
+    a.jae(other);
+    a.cvtsi2sd(xr::xmm3, xr::rdx);  // y whole: the same bits (so not -0)
+    a.movq(xr::r8, xr::xmm0);
+    a.movq(xr::r9, xr::xmm3);
+    a.cmp(xr::r8, xr::r9);
+    a.jne(other);
+    a.mov(xr::r8, (uint64_t)small_leaves());
+    a.mov(xr::rax, xr::qword_ptr(xr::r8, xr::rcx, 3));
+    a.test(xr::rax, xr::rax);
+    a.jz(fill);
+    a.bind(done);
+    cold([&] {
+      a.bind(fill);
+      a.sub(xr::rsp, 32);
+      a.movsd(xr::qword_ptr(xr::rsp), xr::xmm0);
+      a.movsd(xr::qword_ptr(xr::rsp, 8), xr::xmm1);
+      a.movsd(xr::qword_ptr(xr::rsp, 16), xr::xmm2);
+      a.mov(xr::rdi, xr::rdx);
+      call((const void*)&vlad_jit_small_leaf);
+      a.movsd(xr::xmm0, xr::qword_ptr(xr::rsp));
+      a.movsd(xr::xmm1, xr::qword_ptr(xr::rsp, 8));
+      a.movsd(xr::xmm2, xr::qword_ptr(xr::rsp, 16));
+      a.add(xr::rsp, 32);
+      a.test(xr::rax, xr::rax);
+      a.jnz(done);
+      a.mov(xr::eax, kThrown);
+      a.jmp(ret);
+      a.bind(other);
+      emit_reverse_object(kConstLeafAux, 0);
+      a.jmp(done);
+    });
+  }
+
   // The node of a binary primitive p's first-level forward phase (native.cpp's make_node).
   void emit_rev_node(Prim* p) { emit_reverse_object(p->id + 1, rev_node_args(p)); }
 
@@ -1466,7 +1518,7 @@ struct Emitter {
     store(ip->x2, xr::rax);
     a.jmp(made);
     a.bind(leaf);
-    emit_reverse_object(kConstLeafAux, 0);
+    emit_const_leaf();
     store(ip->x, xr::rax);
     a.mov(xr::rax, const_real_view().bits);
     store(ip->x2, xr::rax);

@@ -278,6 +278,26 @@ Value make_lazy_j(Value src, int n) {
   return Value::obj(z);
 }
 
+Value make_one_hot(Value src, uint32_t k, Value y) {
+  OneHot* h = static_cast<OneHot*>(gc_alloc(sizeof(OneHot)));
+  h->kind = Kind::OneHot;
+  h->aux = k;
+  h->src = src;
+  h->y = y;
+  h->built = Value::unbound();
+  return Value::obj(h);
+}
+
+Value make_hot_sum(Value a, Value b, uint32_t aux) {
+  HotSum* h = static_cast<HotSum*>(gc_alloc(sizeof(HotSum)));
+  h->kind = Kind::HotSum;
+  h->aux = aux;
+  h->a = a;
+  h->b = b;
+  h->built = Value::unbound();
+  return Value::obj(h);
+}
+
 uint64_t reachable_bytes(Value root) {
   std::unordered_set<const Obj*> seen;
   std::vector<Value> todo{root};
@@ -305,6 +325,20 @@ uint64_t reachable_bytes(Value root) {
       case Kind::Sensitivity: push(static_cast<const Tagged*>(o)->v); break;
       case Kind::Zero: push(static_cast<const LazyZero*>(o)->src); break;
       case Kind::LazyJ: push(static_cast<const LazyJ*>(o)->src); push(static_cast<const LazyJ*>(o)->built); break;
+      case Kind::OneHot: {
+        const OneHot* h = static_cast<const OneHot*>(o);
+        push(h->src);
+        push(h->y);
+        push(h->built);
+        break;
+      }
+      case Kind::HotSum: {
+        const HotSum* h = static_cast<const HotSum*>(o);
+        push(h->a);
+        push(h->b);
+        push(h->built);
+        break;
+      }
       case Kind::String:
       case Kind::Prim: break;
     }

@@ -145,7 +145,9 @@ void write(std::string& out, Value v, bool display) {
     case Kind::Perturbation: out += "(perturbation "; write(out, static_cast<Tagged*>(v.as_obj())->v, display); out += ")"; return;
     case Kind::Sensitivity: out += "(sensitivity "; write(out, static_cast<Tagged*>(v.as_obj())->v, display); out += ")"; return;
     case Kind::Zero:
-    case Kind::LazyJ: write(out, force(v), display); return;
+    case Kind::LazyJ:
+    case Kind::OneHot:
+    case Kind::HotSum: write(out, force(v), display); return;
   }
 }
 

@@ -72,6 +72,8 @@ enum class Kind : uint32_t {
   Sensitivity,  // reverse-mode cotangent tag
   Zero,         // a lazy zero: the zero of a value not yet materialised (paper, end of §4)
   LazyJ,        // *j of a pair, not yet walked (paper, end of §4: J← is lazy)
+  OneHot,       // list-ref's sensitivity of a data list, not yet built (ad.hpp)
+  HotSum,       // a sum of those, not yet built
 };
 
 struct Obj {
@@ -116,6 +118,13 @@ struct RevNode : Obj { Value v; Value x1, x2; };
 struct LazyZero : Obj { Value src; };  // aux = strip
 // LazyJ{src, n}: (*j^n src) for a pair src; `built` caches the pair of *j^n's once made.
 struct LazyJ : Obj { Value src; Value built; };  // aux = n
+// OneHot{src, y}: the sensitivity bp_list_ref gives a data list src (a pair) for its element k = aux,
+// (0 ... 0 y . the zero of the rest), the zeros those of src's first k elements; `built` caches
+// the list once made. ⊕ adds it into a list without making it first.
+struct OneHot : Obj { Value src; Value y; Value built; };
+// HotSum{a, b}: a ⊕ b of two OneHots or HotSums of one data list, made only if looked at; aux =
+// the last element either gives a value (below 2^24) | the number of OneHots under it << 24.
+struct HotSum : Obj { Value a, b, built; };
 
 // ---- allocation: everything goes through gc_alloc ----
 // Initialises the collector (idempotent; call on the main thread first, before any other use of
@@ -217,6 +226,8 @@ Value make_bundle(Value primal, Value tangent);
 Value make_tagged(Kind k, Value v);
 Value make_lazy_zero(Value src, int strip);
 Value make_lazy_j(Value src, int n);
+Value make_one_hot(Value src, uint32_t k, Value y);
+Value make_hot_sum(Value a, Value b, uint32_t aux);
 
 template <class T>
 using gc_vector = std::vector<T, gc_allocator<T>>;
