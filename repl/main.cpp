@@ -251,7 +251,12 @@ int main(int argc, char** argv) {
       }
       std::string report;
       CheckResult r;
-      run_on_big_stack(&in, [&] { r = check_text(in, text, f.c_str(), dir_of(f), report); });
+      try {
+        run_on_big_stack(&in, [&] { r = check_text(in, text, f.c_str(), dir_of(f), report); });
+      } catch (const Error& e) {  // (check_text reports each form's errors itself: this is the rest)
+        report += e.located() + "\n";
+        r.failed++;
+      }
       std::cout.flush();
       std::cerr << report;
       passed += r.passed;

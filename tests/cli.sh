@@ -281,6 +281,16 @@ printf '(define (f x) (let loop ((k 0) (acc x)) (if (= k 1000000) acc (loop (+ k
 IN_FILE=heap.in run 120 "$V" --heap-limit 64M
 if [ $RC -eq 0 ] && [ "$OUT" = 3 ] && printf '%s' "$ERR" | grep -q 'heap limit exceeded'; then ok "--heap-limit: the REPL carries on after the error"
 else notok "--heap-limit: the REPL carries on after the error" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+# --check goes on after it, form after form, each time with the failed form's memory back (the
+# collector, having failed, had not collected again before its next failure: the forms after one
+# failed at once, and a C++ container's std::bad_alloc there ended the process)
+# (a loop that never ends: i never equals 1100)
+printf '(define (t x) (let loop ((i -70) (acc x)) (if (= 1100 i) acc (loop (+ i 7) (+ acc (* x (sin i)))))))\n((gradient t) 0.5) ===> 1\n(+ 1 2) ===> 3\n((gradient t) 0.5) ===> (error "heap limit exceeded")\n(* 2 3) ===> 6\n' >heap-check.vlad
+for tier in on off; do
+  VLAD_JIT=$tier run 120 "$V" --heap-limit 64M --check heap-check.vlad
+  if [ $RC -eq 1 ] && [ "$OUT" = "3 passed, 1 failed" ] && ! printf '%s' "$ERR" | grep -q terminate; then ok "--heap-limit: --check goes on after it, every later form evaluated (tier $tier)"
+  else notok "--heap-limit: --check goes on after it (tier $tier)" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+done
 run 120 "$V" --heap-limit 1G heap.vlad
 if [ $RC -eq 0 ] && printf '%s' "$OUT" | grep -qE '^-?[0-9]'; then ok "--heap-limit: under it the same gradient completes"
 else notok "--heap-limit: under it the same gradient completes" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi

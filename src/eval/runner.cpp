@@ -10,6 +10,7 @@
 #include <exception>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 
 #include "../ad/ad.hpp"
@@ -29,6 +30,7 @@ struct ThreadJob {
 
 // Runs a job on this (evaluation) thread, from its top level, and leaves the thread as it found it.
 void run_job(ThreadJob* job) {
+  collect_after_heap_limit();  // (an earlier evaluation's garbage, if it stopped at the limit)
   current = job->in;
   work = WorkCounters();
   eval_depth = 0;
@@ -39,7 +41,7 @@ void run_job(ThreadJob* job) {
     attach_trace(e);
     job->error = std::current_exception();
   } catch (const std::bad_alloc&) {  // a C++ container the interpreter uses
-    job->error = std::make_exception_ptr(Error("out of memory"));
+    job->error = std::make_exception_ptr(memory_error());
   } catch (...) {
     job->error = std::current_exception();
   }
@@ -322,12 +324,20 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
     bool is_define = f.form->type == Sx::Pair &&
                      (sx_is_sym(f.form->car, intern("define")) || sx_is_sym(f.form->car, intern("include")));
     gc_vector<Value> values;
+    std::unique_ptr<Error> failure;
     try {
       RunOptions opt;
       opt.dir = dir;
       run_form(in, f.form, opt, [&](Value v, Pos) { values.push_back(v); });
     } catch (Error& e) {
       attach_trace(e);
+      failure.reset(new Error(e));
+    } catch (const std::bad_alloc&) {
+      failure.reset(new Error(memory_error()));
+    }
+    if (failure) {
+      collect_after_heap_limit();
+      const Error& e = *failure;
       if (expect_error && std::string(e.what()).find(want_text) != std::string::npos) {
         res.passed++;
       } else {

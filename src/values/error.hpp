@@ -31,4 +31,12 @@ struct Error : std::runtime_error {
 
 std::string pos_string(Pos p);
 
+// The error of an allocation past the heap limit (heap_exhausted throws it); memory_error(), that
+// of a std::bad_alloc: the same near the limit, else "out of memory". After either, call
+// collect_after_heap_limit() before evaluating anything more: it collects the failed evaluation's
+// garbage (once it is unreachable) when the limit was reached.
+Error heap_limit_error();
+Error memory_error();
+void collect_after_heap_limit();
+
 }  // namespace vlad

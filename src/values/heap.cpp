@@ -1,5 +1,6 @@
 // heap.cpp — allocation on the Boehm collector (one entry point each for scanned and atomic memory),
 // constructors for heap values, and the symbol table.
+#include <atomic>
 #include <mutex>
 #include <cstdio>
 #include <unistd.h>
@@ -48,8 +49,28 @@ void set_heap_limit(size_t bytes) {
 
 size_t heap_limit() { return heap_limit_bytes; }
 
-[[noreturn]] void heap_exhausted() {
-  throw Error("heap limit exceeded (" + size_text(heap_limit_bytes) + "); raise it with --heap-limit");
+namespace {
+// Set when an allocation failed at the heap limit: the failed evaluation's garbage is then
+// collected before the next one (below). The collector, having failed, would not collect again
+// before its next failed attempt to grow the heap: the next evaluation failed at once.
+std::atomic<bool> heap_was_exhausted{false};
+}  // namespace
+
+Error heap_limit_error() {
+  heap_was_exhausted.store(true, std::memory_order_relaxed);
+  return Error("heap limit exceeded (" + size_text(heap_limit_bytes) + "); raise it with --heap-limit");
+}
+
+[[noreturn]] void heap_exhausted() { throw heap_limit_error(); }
+
+Error memory_error() {
+  // (a C++ container on the collector's heap, gc_allocator, throws std::bad_alloc at the limit)
+  if (GC_get_heap_size() + (64u << 20) >= heap_limit_bytes) return heap_limit_error();
+  return Error("out of memory");
+}
+
+void collect_after_heap_limit() {
+  if (heap_was_exhausted.exchange(false, std::memory_order_relaxed)) GC_gcollect();
 }
 
 void gc_init() {
