@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -116,7 +117,8 @@ std::atomic<Worker*> idle_worker{nullptr};
 // Waits for flag to be set, and clears it: first spinning for up to kSpin (a host's next call
 // or a short job's end usually comes sooner, and sleeping and being woken cost ~5 us each way),
 // then asleep on cv.
-constexpr auto kSpin = std::chrono::microseconds(20);
+// (With one core, spinning only keeps the other thread from running: no spin.)
+const auto kSpin = std::chrono::microseconds(sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 20 : 0);
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
