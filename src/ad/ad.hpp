@@ -43,6 +43,7 @@ Value j_star(Value v);  // (bundle v (perturb (zero v)))
 // ---- reverse mode ----
 Value star_j(Value v);          // J← (paper §4)
 Value star_j_inverse(Value v);  // J←⁻¹
+bool star_j_inverse_parts(Value a, Value d, Value* out);  // of the pair (a . d), taken apart
 Value sensitize(Value v);
 Value unsensitize(Value v);
 

@@ -571,7 +571,28 @@ Value plus(Value a, Value b) {
 }
 
 namespace {
+// The real under a reverse real: an object of kind Reverse holding a real (a tagged real, a
+// primitive's record), or a view of *j of a real in a data pair; false for anything else.
+inline bool reverse_real(Value v, double& x) {
+  Value r;
+  if (v.is_obj()) {
+    if (kind_of(v) != Kind::Reverse) return false;
+    r = tagged_value(v);
+  } else if (is_j_view(v) && view_tag(v) != kViewJ) {
+    r = j_view_part(v);
+  } else {
+    return false;
+  }
+  if (!r.is_real()) return false;
+  x = r.as_real();
+  return true;
+}
+
 __attribute__((noinline)) Value plus_rest(Value a, Value b) {
+  // two reverse reals (the sensitivities of first-level reverse values under a further reverse
+  // transform): the case below, at once
+  double x, y;
+  if (reverse_real(a, x) && reverse_real(b, y)) return make_tagged(Kind::Reverse, Value::real(x + y));
   if (is_j_view(a) && is_j_view(b) && view_tag(a) == kViewJ && view_tag(b) == kViewJ) {
     Pair* p = static_cast<Pair*>(view_obj(a));
     Pair* q = static_cast<Pair*>(view_obj(b));
@@ -851,6 +872,9 @@ Value j_star(Value v) { return bundle_raw(v, zero_of(v)); }
 
 Value star_j(Value v) {
   if (v.is_real()) return make_tagged(Kind::Reverse, v);
+  // (*j (*j P)) of a pair P: the lazy *j of it twice (the case of LazyJ below, without making
+  // the first)
+  if (is_j_pair_view(v)) return make_lazy_j(Value::obj(view_obj(v)), 2);
   v = unview(v);
   if (!v.is_obj()) return v;
   switch (kind_of(v)) {
@@ -925,6 +949,19 @@ Value star_j_inverse(Value v) {
       ad_error("*j-inverse", "expected a reverse value", v);
     default: ad_error("*j-inverse", "expected a reverse value", v);
   }
+}
+
+// (*j-inverse v) taken apart at once, v a pair (the argument tuple of a primitive's reverse rule
+// under a further transform): the parts' *j-inverse into out, without the pair *j-inverse would
+// make, when each part is a reverse-tagged value or a view of *j of data — parts whose
+// *j-inverse neither fails nor walks, so nothing depends on the order or on the walk's memo.
+// False otherwise (the caller makes the pair as before).
+bool star_j_inverse_parts(Value a, Value d, Value* out) {
+  auto simple = [](Value x) { return is_j_view(x) || is(x, Kind::Reverse); };
+  if (!simple(a) || !simple(d)) return false;
+  out[0] = star_j_inverse(a);
+  out[1] = star_j_inverse(d);
+  return true;
 }
 
 Value transform_value(Value v, char t) { return t == 'F' ? j_star(v) : star_j(v); }

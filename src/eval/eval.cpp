@@ -176,11 +176,15 @@ inline void note_backprop(const Instr* ip, Value bp) {
 }
 }  // namespace
 
+bool split_star_j_inverse(Exec* ex, const Instr* ip, Value fv);
+
 // x, x2 = car, cdr of (f a): the forward phase's call in reverse-transformed code.
 void Exec::run_split(const Instr* ip) {
   Value fv = get(ip->a);
   note_callee(ip, fv);
   Value out[2];
+  if (is(fv, Kind::Prim) && static_cast<Prim*>(fv.as_obj()) == current->p_star_j_inverse && split_star_j_inverse(this, ip, fv))
+    return;
   if (is(fv, Kind::Closure)) {
     Closure* cl = static_cast<Closure*>(fv.as_obj());
     Lambda* lam = cl->lambda;
@@ -646,6 +650,37 @@ struct CallFrame {
   CallRecord* record() const { return &call_records[depth]; }
 };
 
+}  // namespace
+
+// (*j-inverse xr) taken apart at once (a primitive's reverse rule transformed again: its
+// argument tuple, whose parts are reverse values) when xr is a pair: the parts without the pair
+// (star_j_inverse_parts), as the primitive's call would give them, within its call frame. False
+// when that does not apply (the call is made as before).
+bool split_star_j_inverse(Exec* ex, const Instr* ip, Value fv) {
+  Value a, d;
+  if (ip->op2 == AppPair) {
+    a = ex->get(ip->b);
+    d = ex->get(ip->b2);
+  } else {
+    Value v = ex->get(ip->b);
+    if (!is(v, Kind::Pair)) return false;
+    a = static_cast<Pair*>(v.as_obj())->car;
+    d = static_cast<Pair*>(v.as_obj())->cdr;
+  }
+  Value out[2];
+  {
+    CallFrame frame(fv, ip->src->pos);
+    Interp* in = current;
+    if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
+    if (!star_j_inverse_parts(a, d, out)) return false;
+  }
+  ex->fr[ip->x] = out[0];
+  ex->fr[ip->x2] = out[1];
+  return true;
+}
+
+namespace {
+
 // A tail call replaces its frame's record: the callee, and the call site unless that is inside
 // the prelude or the rules (then the user's call site stays).
 inline void note_tail_call(CallRecord* rec, Value f, Pos pos) {
@@ -1055,12 +1090,21 @@ extern "C" int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e) {
   });
 }
 
+extern "C" int vlad_jit_back_native(bool (*fn)(Closure*, Value, Value*), Closure* cl, uint64_t y, Value* out) {
+  return jit_guard([&] {
+    Value yv(y, 0);
+    if (zero_sensitivity(yv) || structural_zero(Value::obj(cl), yv)) return 0;
+    return fn(cl, yv, out) ? 1 : 0;
+  });
+}
+
 extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
   return jit_guard([&] {
     work.applications++;
     Value fv = ex->get(ip->a);
     Prim* p = static_cast<Prim*>(fv.as_obj());
     if (ip->split) {  // run_split's path
+      if (p == current->p_star_j_inverse && split_star_j_inverse(ex, ip, fv)) return Exec::kContinue;
       Value arg = ex->arg_of(ip), r, out[2];
       {
         CallFrame frame(fv, ip->src->pos);

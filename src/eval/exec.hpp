@@ -104,6 +104,10 @@ int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e);
 // After a raw backpropagator's body entered by native code for a split BackCall (its frame left):
 // its halves r1, r2 (exit e Pair) or its value r1, stored in ip's slots.
 int vlad_jit_back_done(Exec* ex, const Instr* ip, int e, uint64_t r1, uint64_t r2);
+// A split BackCall (not split3) of a closure whose lambda has a native body (Lambda::native_back,
+// fn): back_call's case for it on ȳ — 1 with (f̄ . x̄) in out[0], out[1]; 0 when ȳ is a zero
+// (back_call's skip) or fn declines (the instruction is then run as before); kThrown on an error.
+int vlad_jit_back_native(bool (*fn)(Closure*, Value, Value*), Closure* cl, uint64_t y, Value* out);
 // The callee's exit was a tail call (callee->f, callee->arg) to a closure with native code: the
 // frame goes on with it (1: Ctrl-C checked, the call record updated as apply_core's loop does),
 // or 0 for vlad_jit_return to finish, or kThrown.

@@ -69,6 +69,8 @@ const int32_t pair_car = field_offset(pair_probe, pair_probe.car), pair_cdr = fi
 const int32_t lambda_split2 = (int32_t)offsetof(Lambda, native_split2), lambda_prim = (int32_t)offsetof(Lambda, native_prim);
 const int32_t binding_cache_in = (int32_t)offsetof(Binding, cache_in), binding_cache_out = (int32_t)offsetof(Binding, cache_out);
 const int32_t lambda_raw_direct = (int32_t)offsetof(Lambda, raw_direct);
+const int32_t lambda_raw_variant = (int32_t)offsetof(Lambda, raw_variant);
+const int32_t lambda_native_back = (int32_t)offsetof(Lambda, native_back);
 const int32_t lambda_structural = (int32_t)offsetof(Lambda, structural);
 const int32_t lambda_direct = (int32_t)offsetof(Lambda, direct), lambda_split1 = (int32_t)offsetof(Lambda, native_split1);
 const int32_t lambda_native2 = (int32_t)offsetof(Lambda, native2), lambda_native1 = (int32_t)offsetof(Lambda, native1);
@@ -1107,7 +1109,7 @@ struct Emitter {
         emit_self_tail(ip);
         return;
       }
-      if (!ip->tail && !ip->raw_call && !ip->chain_call && !p && depth_offset_ok) {
+      if (!ip->tail && (!ip->raw_call || ip->op2 != AppPair) && !ip->chain_call && !p && depth_offset_ok) {
         emit_direct_call(ip);
         return;
       }
@@ -1592,11 +1594,12 @@ struct Emitter {
   // `direct` or `raw_direct`): counted, the frame entered (emit_enter_frame), and the callee's
   // Exec at rsp with its frame after it (make_callee_frame): rax = the closure, rdx = the Code,
   // rcx = the callee's frame.
-  void enter_callee(const Instr* ip, int32_t code_field) {
+  void enter_callee(const Instr* ip, int32_t code_field, bool raw = false) {
     count(offsetof(WorkCounters, applications));
     emit_enter_frame(ip);
     load(xr::rax, ip->a);
     a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+    if (raw) a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_raw_variant));  // (checked by the caller)
     a.mov(xr::rdx, xr::qword_ptr(xr::rdx, code_field));
     make_callee_frame();
   }
@@ -1619,8 +1622,43 @@ struct Emitter {
     a.mov(xr::byte_ptr(xr::rsp, exec_want3), xr::r8b);
   }
 
+  // A split BackCall (not split3) of a closure whose lambda has a native body (Lambda::
+  // native_back: an AD primitive's rule's backpropagator, say): called here as back_call calls
+  // it (vlad_jit_back_native), its halves stored, then to `end`; anything else (another callee,
+  // a zero ȳ, the native body declining) goes on to what follows.
+  void emit_back_native(const Instr* ip, Label end) {
+    Label next = a.newLabel(), declined = a.newLabel();
+    load(xr::rax, ip->a);
+    object_or_view(xr::rax, xr::rdx, next, next);
+    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
+    a.jne(next);
+    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+    a.mov(xr::rdi, xr::qword_ptr(xr::rdx, lambda_native_back));
+    a.test(xr::rdi, xr::rdi);
+    a.jz(next);
+    a.sub(xr::rsp, 16);  // out[2]
+    a.mov(xr::rsi, xr::rax);
+    load(xr::rdx, ip->b);
+    a.mov(xr::rcx, xr::rsp);
+    call((const void*)&vlad_jit_back_native);
+    a.cmp(xr::eax, 1);
+    a.jne(declined);
+    a.mov(xr::rax, xr::qword_ptr(xr::rsp));
+    a.mov(xr::rcx, xr::qword_ptr(xr::rsp, 8));
+    a.add(xr::rsp, 16);
+    store(ip->x, xr::rax);
+    store(ip->x2, xr::rcx);
+    count(offsetof(WorkCounters, applications));
+    a.jmp(end);
+    a.bind(declined);
+    a.add(xr::rsp, 16);
+    a.cmp(xr::eax, kThrown);
+    a.je(ret);
+    a.bind(next);
+  }
+
   // A split BackCall of a closure of a raw backpropagator with native code (Lambda::raw_direct)
-  // on a real or a pair ȳ (not a zero: the caller has skipped those): its body entered here as
+  // on a real, a pair or a closure ȳ (not a zero: the caller has skipped those): its body entered here as
   // run_raw enters it (a frame, fr[0] = ȳ), its halves stored as op_backcall stores them — a
   // pair for x̄ taken apart when split3, anything else by vlad_jit_back_done — then to `end`.
   // A structural one (Lambda::structural) given ȳ = +0 is not entered: to `zero`, as back_call
@@ -1644,7 +1682,12 @@ struct Emitter {
     a.mov(xr::r8, kOffset);
     a.cmp(xr::rcx, xr::r8);
     a.jae(y_ok);
-    kind_guard_of(xr::rcx, xr::r8, Kind::Pair, next);
+    // a pair, or a closure (the sensitivity of a procedure value: never a zero for back_call)
+    object_or_view(xr::rcx, xr::r8, next, next);
+    a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
+    a.je(y_ok);
+    a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
+    a.jne(next);
     a.bind(y_ok);
     enter_callee(ip, lambda_raw_direct);
     if (ip->split3) a.mov(xr::byte_ptr(xr::rsp, exec_want3), 1);  // x̄'s parts: Exit::Triple
@@ -1718,17 +1761,71 @@ struct Emitter {
     a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
   }
 
+  // v = (*j-inverse v) when v is a reverse-tagged object (its value) or a view of *j of data
+  // (the pair, or the part of it, that it stands for): star_j_inverse_parts's parts; anything
+  // else jumps to `fail`. Clobbers rdx.
+  void j_inverse_part(const xr::Gp& v, Label fail) {
+    Label view = a.newLabel(), out = a.newLabel(), car_side = a.newLabel();
+    object_or_view(v, xr::rdx, fail, view);
+    a.cmp(xr::dword_ptr(v, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
+    a.jne(fail);
+    a.mov(v, xr::qword_ptr(v, node_v));
+    a.jmp(out);
+    a.bind(view);
+    a.mov(xr::rdx, v);
+    a.and_(xr::rdx, 15);
+    a.and_(v, -16);
+    a.cmp(xr::rdx, (int32_t)kViewJ);
+    a.je(out);
+    a.cmp(xr::rdx, (int32_t)kViewJCar);
+    a.je(car_side);
+    a.cmp(xr::rdx, (int32_t)kViewJCdr);
+    a.jne(fail);
+    a.mov(v, xr::qword_ptr(v, pair_cdr));
+    a.jmp(out);
+    a.bind(car_side);
+    a.mov(v, xr::qword_ptr(v, pair_car));
+    a.bind(out);
+  }
+
   void emit_direct_call(const Instr* ip) {
     // Only the ways of calling the kinds of callee the interpreter met here (all, before it has
     // run the call); any other goes to the interpreter's step.
     guarded(ip, [&](Label slow) {
       Label go = a.newLabel(), other = a.newLabel(), thrown = a.newLabel(),
             done = a.newLabel(), tail_go = a.newLabel();
+      // A transformed backpropagator call (raw_apply): the raw variant of the closure's lambda
+      // over its environment, entered directly when it has native code; nothing else here.
+      bool raw = ip->raw_call;
       // an argument of three parts passed as three when only closures were met here
-      bool three = ip == pair_deferred && !met(ip, kSeenPrim) && !met(ip, kSeenNative);
+      bool three = !raw && ip == pair_deferred && !met(ip, kSeenPrim) && !met(ip, kSeenNative);
       if (!three) make_deferred_pair(ip);
       load(xr::rax, ip->a);
-      if (!ip->split && ip->op2 == AppPair && met(ip, kSeenPrim)) {
+      if (!raw && ip->split && met(ip, kSeenPrim)) {
+        // (*j-inverse xr) taken apart, xr a pair of reverse values (a primitive's reverse rule
+        // under a further transform): the parts' *j-inverse as split_star_j_inverse gives them
+        Label not_jinv = a.newLabel();
+        a.mov(xr::rdx, (uint64_t)current->p_star_j_inverse);
+        a.cmp(xr::rax, xr::rdx);
+        a.jne(not_jinv);
+        if (ip->op2 == AppPair) {
+          load(xr::rsi, ip->b);
+          load(xr::rdi, ip->b2);
+        } else {
+          load(xr::rcx, ip->b);
+          kind_guard_of(xr::rcx, xr::rdx, Kind::Pair, slow);
+          a.mov(xr::rsi, xr::qword_ptr(xr::rcx, pair_car));
+          a.mov(xr::rdi, xr::qword_ptr(xr::rcx, pair_cdr));
+        }
+        j_inverse_part(xr::rsi, slow);
+        j_inverse_part(xr::rdi, slow);
+        store(ip->x, xr::rsi);
+        store(ip->x2, xr::rdi);
+        count(offsetof(WorkCounters, applications));
+        a.jmp(done);
+        a.bind(not_jinv);
+      }
+      if (!raw && !ip->split && ip->op2 == AppPair && met(ip, kSeenPrim)) {
         // a primitive of real arithmetic or comparison on two reals (the callee a variable:
         // (map2 + u v), say): its own function, which cannot fail on reals (op_app's fn2 case)
         Label not_prim = a.newLabel(), arith = a.newLabel();
@@ -1761,13 +1858,18 @@ struct Emitter {
       }
       kind_guard(Kind::Closure, slow);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-      if (!ip->split && ip->op2 == AppPair && met(ip, kSeenNative)) {  // a callee with a native form of two arguments (op_app's case)
+      if (raw) {
+        a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_raw_variant));
+        a.test(xr::rdx, xr::rdx);
+        a.jz(slow);
+      }
+      if (!raw && !ip->split && ip->op2 == AppPair && met(ip, kSeenNative)) {  // a callee with a native form of two arguments (op_app's case)
         Label no_native = a.newLabel();
         emit_native2(ip, no_native, slow, done);
         a.bind(no_native);
       }
-      if (!ip->split && ip->op2 != AppPair && met(ip, kSeenClosure) && known_fwd_unary(ip->a)) emit_fwd_unary(ip, done, slow);  // (apply_core's native1 case)
-      if (ip->split && met(ip, kSeenNative)) {  // a callee with a native forward phase: called here (run_split's first case)
+      if (!raw && !ip->split && ip->op2 != AppPair && met(ip, kSeenClosure) && known_fwd_unary(ip->a)) emit_fwd_unary(ip, done, slow);  // (apply_core's native1 case)
+      if (!raw && ip->split && met(ip, kSeenNative)) {  // a callee with a native forward phase: called here (run_split's first case)
         Label no_split = a.newLabel(), declined = a.newLabel();
         bool two = ip->op2 == AppPair;
         a.mov(xr::rdi, xr::qword_ptr(xr::rdx, two ? lambda_split2 : lambda_split1));
@@ -1811,7 +1913,7 @@ struct Emitter {
       }
       a.cmp(xr::qword_ptr(xr::rdx, lambda_direct), 0);
       a.je(slow);
-      enter_callee(ip, lambda_direct);
+      enter_callee(ip, lambda_direct, raw);
       if (three) {
         Label two = a.newLabel();
         a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x3));
@@ -1986,16 +2088,67 @@ struct Emitter {
     a.jmp(ret);
   }
 
+  // out = the boxed real under v when v is a reverse real: an object of kind Reverse (a tagged
+  // real, a primitive's record) holding a real, or a view of *j of a real in a data pair
+  // (kViewJCar / kViewJCdr); else jumps to `fail`. r8 = kOffset. Clobbers rdx.
+  void reverse_real_of(const xr::Gp& v, const xr::Gp& out, Label fail) {
+    Label view = a.newLabel(), have = a.newLabel();
+    object_or_view(v, xr::rdx, fail, view);
+    a.cmp(xr::dword_ptr(v, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
+    a.jne(fail);
+    a.mov(out, xr::qword_ptr(v, node_v));
+    a.jmp(have);
+    a.bind(view);
+    a.mov(xr::rdx, v);
+    a.and_(xr::rdx, 15);
+    a.cmp(xr::rdx, (int32_t)kViewJCar);
+    a.jb(fail);
+    a.cmp(xr::rdx, (int32_t)kViewJCdr);
+    a.ja(fail);
+    a.mov(out, v);
+    a.and_(out, -16);
+    Label cdr_side = a.newLabel();
+    a.cmp(xr::rdx, (int32_t)kViewJCdr);
+    a.je(cdr_side);
+    a.mov(out, xr::qword_ptr(out, pair_car));
+    a.jmp(have);
+    a.bind(cdr_side);
+    a.mov(out, xr::qword_ptr(out, pair_cdr));
+    a.bind(have);
+    a.cmp(out, xr::r8);
+    a.jb(fail);
+  }
+
   // rax = r10 ⊕ r11 (plus of sensitivities) when plus gives it at once (emit_plus_now: no
   // operation is counted, as in `plus`), or for two pairs whose parts it gives at once (the
   // cdrs may be two such pairs again), a new pair of their sums taken from the free list
-  // (plus_pairs's pair); anything else, and an empty free list: `fail`. Allocation must be on.
+  // (plus_pairs's pair), or for two reverse reals (plus_rest's first case) a new (reverse (+ x
+  // y)); anything else, and an empty free list: `fail`. Allocation must be on.
   // Emitted once, as a stub every body calls (plus_stub): inline, it made code too large.
   void emit_plus_body(Label fail) {
     Label pairs = a.newLabel(), out = a.newLabel();
     emit_plus_now(xr::r10, xr::r11, pairs);
     a.jmp(out);
     a.bind(pairs);
+    // two reverse reals (a tagged real or a primitive's record on each side: sensitivities of
+    // first-level reverse values under a further reverse transform): (reverse (+ x y)), a new
+    // tagged real, as plus_rest makes it
+    Label not_reverse = a.newLabel();
+    a.mov(xr::r8, kOffset);
+    reverse_real_of(xr::r10, xr::rsi, not_reverse);
+    reverse_real_of(xr::r11, xr::rdi, not_reverse);
+    a.sub(xr::rsi, xr::r8);
+    a.movq(xr::xmm0, xr::rsi);
+    a.sub(xr::rdi, xr::r8);
+    a.movq(xr::xmm1, xr::rdi);
+    a.addsd(xr::xmm0, xr::xmm1);
+    box();
+    a.mov(xr::rsi, xr::rax);
+    emit_alloc_from_list(sizeof(Tagged), fail);
+    write_header(Kind::Reverse, 0);
+    a.mov(xr::qword_ptr(xr::rax, node_v), xr::rsi);
+    a.jmp(out);
+    a.bind(not_reverse);
     kind_guard_of(xr::r10, xr::rdx, Kind::Pair, fail);
     kind_guard_of(xr::r11, xr::rdx, Kind::Pair, fail);
     a.mov(xr::rsi, xr::qword_ptr(xr::r10, pair_car));
@@ -2350,9 +2503,24 @@ struct Emitter {
         a.jne(slow);
         a.mov(xr::r8, kOffset);
         a.cmp(xr::qword_ptr(xr::rax, node_v), xr::r8);
-        a.jb(slow);
+        Label nested = a.newLabel();
+        a.jb(alloc_ok ? nested : slow);
         a.mov(xr::rax, xr::r8);
         a.jmp(out);
+        if (alloc_ok) {
+          // (reverse (reverse r)) of a real r (a first-level reverse real under a further
+          // transform): (reverse 0), a new tagged real, as zero_shallow makes it
+          a.bind(nested);
+          a.mov(xr::rax, xr::qword_ptr(xr::rax, node_v));
+          kind_guard(Kind::Reverse, slow);
+          a.cmp(xr::qword_ptr(xr::rax, node_v), xr::r8);
+          a.jb(slow);
+          emit_alloc_from_list(sizeof(Tagged), slow);
+          write_header(Kind::Reverse, 0);
+          a.mov(xr::r8, kOffset);
+          a.mov(xr::qword_ptr(xr::rax, node_v), xr::r8);
+          a.jmp(out);
+        }
         a.bind(pair);
         a.or_(xr::rax, (int32_t)kViewRZero);
         a.jmp(out);
@@ -2777,6 +2945,7 @@ struct Emitter {
           emit_back_raw(ip, next, zero, end);
           a.bind(next);
         }
+        if (ip->split && !ip->split3 && met(ip, kSeenBackOther)) emit_back_native(ip, end);
         if (ip->split3) emit_back_node(ip);
         else if (ip->split && alloc_ok) emit_back_proj(ip);
         else step(ip);
