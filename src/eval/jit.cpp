@@ -1627,7 +1627,7 @@ struct Emitter {
   // it (vlad_jit_back_native), its halves stored, then to `end`; anything else (another callee,
   // a zero ȳ, the native body declining) goes on to what follows.
   void emit_back_native(const Instr* ip, Label end) {
-    Label next = a.newLabel(), declined = a.newLabel();
+    Label next = a.newLabel();
     load(xr::rax, ip->a);
     object_or_view(xr::rax, xr::rdx, next, next);
     a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
@@ -1641,6 +1641,15 @@ struct Emitter {
     load(xr::rdx, ip->b);
     a.mov(xr::rcx, xr::rsp);
     call((const void*)&vlad_jit_back_native);
+    halves_or_fall_through(ip, end);
+    a.bind(next);
+  }
+
+  // After a call that filled out[2] at rsp (lowered by 16 for it) and returned 1 (done), 0
+  // (declined) or kThrown: on 1, the halves into ip->x and ip->x2 and on to `done`; on kThrown,
+  // out; on 0, on to what follows (rsp restored).
+  void halves_or_fall_through(const Instr* ip, Label done) {
+    Label declined = a.newLabel();
     a.cmp(xr::eax, 1);
     a.jne(declined);
     a.mov(xr::rax, xr::qword_ptr(xr::rsp));
@@ -1649,12 +1658,11 @@ struct Emitter {
     store(ip->x, xr::rax);
     store(ip->x2, xr::rcx);
     count(offsetof(WorkCounters, applications));
-    a.jmp(end);
+    a.jmp(done);
     a.bind(declined);
     a.add(xr::rsp, 16);
     a.cmp(xr::eax, kThrown);
     a.je(ret);
-    a.bind(next);
   }
 
   // A split BackCall of a closure of a raw backpropagator with native code (Lambda::raw_direct)
@@ -1870,7 +1878,7 @@ struct Emitter {
       }
       if (!raw && !ip->split && ip->op2 != AppPair && met(ip, kSeenClosure) && known_fwd_unary(ip->a)) emit_fwd_unary(ip, done, slow);  // (apply_core's native1 case)
       if (!raw && ip->split && met(ip, kSeenNative)) {  // a callee with a native forward phase: called here (run_split's first case)
-        Label no_split = a.newLabel(), declined = a.newLabel();
+        Label no_split = a.newLabel();
         bool two = ip->op2 == AppPair;
         a.mov(xr::rdi, xr::qword_ptr(xr::rdx, two ? lambda_split2 : lambda_split1));
         a.test(xr::rdi, xr::rdi);
@@ -1890,19 +1898,7 @@ struct Emitter {
           a.mov(xr::rcx, xr::rsp);
         }
         call(two ? (const void*)&vlad_jit_split2 : (const void*)&vlad_jit_split1);
-        a.cmp(xr::eax, 1);
-        a.jne(declined);
-        a.mov(xr::rax, xr::qword_ptr(xr::rsp));
-        a.mov(xr::rcx, xr::qword_ptr(xr::rsp, 8));
-        a.add(xr::rsp, 16);
-        store(ip->x, xr::rax);
-        store(ip->x2, xr::rcx);
-        count(offsetof(WorkCounters, applications));
-        a.jmp(done);
-        a.bind(declined);
-        a.add(xr::rsp, 16);
-        a.cmp(xr::eax, kThrown);
-        a.je(ret);
+        halves_or_fall_through(ip, done);
         a.jmp(slow);
         a.bind(no_split);
       }
