@@ -1207,21 +1207,27 @@ struct Emitter {
     a.bind(have);
     cold([&] {
       a.bind(slow);
-      a.sub(xr::rsp, 32);
-      a.movsd(xr::qword_ptr(xr::rsp), xr::xmm0);
-      a.movsd(xr::qword_ptr(xr::rsp, 8), xr::xmm1);
-      a.movsd(xr::qword_ptr(xr::rsp, 16), xr::xmm2);
       a.mov(xr::edi, (uint32_t)bytes);
-      call((const void*)&vlad_jit_alloc_atomic);
-      a.movsd(xr::xmm0, xr::qword_ptr(xr::rsp));
-      a.movsd(xr::xmm1, xr::qword_ptr(xr::rsp, 8));
-      a.movsd(xr::xmm2, xr::qword_ptr(xr::rsp, 16));
-      a.add(xr::rsp, 32);
-      a.test(xr::rax, xr::rax);
-      a.jnz(have);
-      a.mov(xr::eax, kThrown);
-      a.jmp(ret);
+      call_keeping_xmm((const void*)&vlad_jit_alloc_atomic, have);
     });
+  }
+
+  // Calls fn (its argument already in rdi) with xmm0-xmm2 kept across the call; on to `ok` when
+  // it returns an object, out (thrown) when it returns null.
+  void call_keeping_xmm(const void* fn, Label ok) {
+    a.sub(xr::rsp, 32);
+    a.movsd(xr::qword_ptr(xr::rsp), xr::xmm0);
+    a.movsd(xr::qword_ptr(xr::rsp, 8), xr::xmm1);
+    a.movsd(xr::qword_ptr(xr::rsp, 16), xr::xmm2);
+    call((const void*)fn);
+    a.movsd(xr::xmm0, xr::qword_ptr(xr::rsp));
+    a.movsd(xr::xmm1, xr::qword_ptr(xr::rsp, 8));
+    a.movsd(xr::xmm2, xr::qword_ptr(xr::rsp, 16));
+    a.add(xr::rsp, 32);
+    a.test(xr::rax, xr::rax);
+    a.jnz(ok);
+    a.mov(xr::eax, kThrown);
+    a.jmp(ret);
   }
 
   // rax = (reverse y), y in xmm0, of `aux` (a node: its primitive's id + 1; a constant leaf:
@@ -1264,20 +1270,8 @@ struct Emitter {
     a.bind(done);
     cold([&] {
       a.bind(fill);
-      a.sub(xr::rsp, 32);
-      a.movsd(xr::qword_ptr(xr::rsp), xr::xmm0);
-      a.movsd(xr::qword_ptr(xr::rsp, 8), xr::xmm1);
-      a.movsd(xr::qword_ptr(xr::rsp, 16), xr::xmm2);
       a.mov(xr::rdi, xr::rdx);
-      call((const void*)&vlad_jit_small_leaf);
-      a.movsd(xr::xmm0, xr::qword_ptr(xr::rsp));
-      a.movsd(xr::xmm1, xr::qword_ptr(xr::rsp, 8));
-      a.movsd(xr::xmm2, xr::qword_ptr(xr::rsp, 16));
-      a.add(xr::rsp, 32);
-      a.test(xr::rax, xr::rax);
-      a.jnz(done);
-      a.mov(xr::eax, kThrown);
-      a.jmp(ret);
+      call_keeping_xmm((const void*)&vlad_jit_small_leaf, done);
       a.bind(other);
       emit_reverse_object(kConstLeafAux, 0);
       a.jmp(done);
