@@ -14,11 +14,12 @@ Value materialize_zero(Value z);      // one level of a lazy zero, e.g. a pair o
 // One level of any lazy value (a zero, *j of a pair), repeated until the value is not lazy.
 Value force(Value v);
 inline bool is_data_view(Value v);
-inline bool is_lazy(Value v) {
-  return (v.is_obj() && (v.as_obj()->kind == Kind::Zero || v.as_obj()->kind == Kind::LazyJ ||
-                         v.as_obj()->kind == Kind::OneHot || v.as_obj()->kind == Kind::HotSum)) ||
-         is_data_view(v);
+// A lazy object that force builds once and keeps (*j of a pair, list-ref's one-hot lists).
+inline bool is_built_lazily(Value v) {
+  return v.is_obj() && (v.as_obj()->kind == Kind::LazyJ || v.as_obj()->kind == Kind::OneHot ||
+                        v.as_obj()->kind == Kind::HotSum);
 }
+inline bool is_lazy(Value v) { return is(v, Kind::Zero) || is_built_lazily(v) || is_data_view(v); }
 Value plus(Value a, Value b);         // ⊕ (paper §4)
 Value strip_tags(Value v);            // the primal real under any number of tags (comparisons)
 Value env_ref(Value closure, int index, Lambda* lam);
@@ -184,6 +185,17 @@ Value j_part(Pair* p, bool cdr_side);
 inline Value j_view_part(Value v) {
   Pair* p = static_cast<Pair*>(view_obj(v));
   return view_tag(v) == kViewJCar ? p->car : p->cdr;
+}
+// The real under a reverse real at the first level: an object of kind Reverse holding a real (a
+// tagged real, a primitive's record), or a view of *j of a real in a data pair; false otherwise.
+inline bool plain_reverse(Value v, double& x) {
+  Value r;
+  if (is_j_view(v) && view_tag(v) != kViewJ) r = j_view_part(v);  // (*j r) of a real r in a pair
+  else if (is(v, Kind::Reverse)) r = static_cast<Tagged*>(v.as_obj())->v;
+  else return false;
+  if (!r.is_real()) return false;
+  x = r.as_real();
+  return true;
 }
 // The closure a view stands for (v itself when it is not a view).
 Value materialize_view(Value v);

@@ -106,20 +106,6 @@ inline bool plain_bundle(Value v, double& x, double& dx) {
   return true;
 }
 
-inline bool plain_reverse(Value v, double& x) {
-  if (is_j_view(v) && view_tag(v) != kViewJ) {  // (*j r) of a real r in a pair
-    Value r = j_view_part(v);
-    if (!r.is_real()) return false;
-    x = r.as_real();
-    return true;
-  }
-  if (!is(v, Kind::Reverse)) return false;
-  Value r = static_cast<Tagged*>(v.as_obj())->v;
-  if (!r.is_real()) return false;
-  x = r.as_real();
-  return true;
-}
-
 inline Prim* prim_of(Closure* c) { return c->lambda->native_prim; }
 inline Lambda* bp_of(Closure* c) { return c->lambda->native_bp; }
 inline NativeOp op_of(Prim* p) { return (NativeOp)p->native_op; }

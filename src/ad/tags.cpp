@@ -571,28 +571,11 @@ Value plus(Value a, Value b) {
 }
 
 namespace {
-// The real under a reverse real: an object of kind Reverse holding a real (a tagged real, a
-// primitive's record), or a view of *j of a real in a data pair; false for anything else.
-inline bool reverse_real(Value v, double& x) {
-  Value r;
-  if (v.is_obj()) {
-    if (kind_of(v) != Kind::Reverse) return false;
-    r = tagged_value(v);
-  } else if (is_j_view(v) && view_tag(v) != kViewJ) {
-    r = j_view_part(v);
-  } else {
-    return false;
-  }
-  if (!r.is_real()) return false;
-  x = r.as_real();
-  return true;
-}
-
 __attribute__((noinline)) Value plus_rest(Value a, Value b) {
   // two reverse reals (the sensitivities of first-level reverse values under a further reverse
   // transform): the case below, at once
   double x, y;
-  if (reverse_real(a, x) && reverse_real(b, y)) return make_tagged(Kind::Reverse, Value::real(x + y));
+  if (plain_reverse(a, x) && plain_reverse(b, y)) return make_tagged(Kind::Reverse, Value::real(x + y));
   if (is_j_view(a) && is_j_view(b) && view_tag(a) == kViewJ && view_tag(b) == kViewJ) {
     Pair* p = static_cast<Pair*>(view_obj(a));
     Pair* q = static_cast<Pair*>(view_obj(b));
@@ -711,7 +694,7 @@ Value bundle_raw(Value p, Value t) {
     tangent_zero = is(p, Kind::Closure) && z->aux == 0 && z->src == p;
     t = tangent_zero ? p : materialize_zero(t);
   }
-  if (is(t, Kind::LazyJ) || is(t, Kind::OneHot) || is(t, Kind::HotSum)) t = force(t);
+  if (is_built_lazily(t)) t = force(t);
   // The tangent of a forward procedure b (the closure (%tangent-of b)) holds b whole: its
   // tangent part is b's.
   // (Two such tangents bundle as any two closures of one lambda.)
