@@ -151,3 +151,14 @@ if echo 1 | VLAD_JIT=on "$V" --meter tests/cost/parts.vlad 2>&1 | grep -q '^# na
 else
   echo "ok - reverse passes over an association list, compiled: no native tier here (skipped)"
 fi
+
+# j* of a closure is made once per closure and evaluation (tags.cpp, JStarCache): a derivative of
+# one closure over a list of 200 reals taken 100 and 200 times (tests/cost/jstar.vlad) makes at
+# most 20 objects a call, not the ~400 of bundling the list again each time.
+jstar_objects() { echo "$1" | timeout 300 "$V" --meter tests/cost/jstar.vlad 2>&1 >/dev/null | awk '/^# heap objects allocated:/ { print $NF }'; }
+a=$(jstar_objects 100); b=$(jstar_objects 200)
+if [ -n "$a" ] && [ -n "$b" ] && [ $(((b - a) / 100)) -le 20 ]; then
+  echo "ok - j* of one closure is made once: $(((b - a) / 100)) objects a call, at most 20"
+else
+  echo "not ok - j* of one closure is made once: ${a:-error}, ${b:-error} objects for 100, 200 calls, more than 20 a call"
+fi

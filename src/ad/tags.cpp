@@ -99,6 +99,30 @@ Value memo_pair(PairMemo& m, Value a, Value b, F make) {
 thread_local PairMemo plus_memo, bundle_memo, part_memo, star_j_inverse_memo;
 thread_local std::vector<Value>* plus_spine = nullptr;  // plus_pairs' steps to record (below)
 
+// (j* c) of closures c with an environment, the last few made on this thread. A program that
+// takes derivatives of one closure again and again — an inner `gradient-F` or `derivative-F` of
+// a closure over data, once an integration step — bundled its whole environment with zero
+// tangents each time (particle FF: 55 K closures, 6% of the instructions). j* is a pure
+// function of c's lambda and environment, and a program cannot tell two equal results apart
+// (there is no eq?), so the one made before is reused. Keys and results are held in memory the
+// collector scans, so a key's address cannot be reused while it is here; emptied after each
+// evaluation (release_ad_tables).
+struct JStarCache {
+  static constexpr size_t kSize = 16;
+  struct Entry {
+    Value key, r;  // key.bits == 0: empty
+  };
+  Entry* e = nullptr;
+  Entry* slot(Value c) {
+    if (!e) {
+      e = static_cast<Entry*>(gc_alloc_uncollectable(sizeof(Entry) * kSize));
+      for (size_t i = 0; i < kSize; i++) e[i].key = Value(0, 0);
+    }
+    return &e[(c.bits >> 4) * 0x9E3779B97F4A7C15ull >> 60];
+  }
+};
+thread_local JStarCache j_star_cache;
+
 [[noreturn]] void ad_error(const char* who, const std::string& what, Value v) {
   throw Error(std::string(who) + ": " + what + ", got " + write_string(v));
 }
@@ -552,10 +576,12 @@ __attribute__((noinline)) Value plus_pairs(Value a, Value b) {
 
 // The common cases here, with no frame to speak of: two reals, a zero, two pairs; the others in
 // plus_rest.
-// A thread's walks keep their small memo tables between walks: freed when the thread ends (each
-// evaluation of the CLI and the API runs on a thread of its own), as its free lists are.
+// A thread's walks keep their small memo tables between walks: freed when each evaluation ends
+// (run_job), as its free lists are; so is the cache of j* of closures.
 void release_ad_tables() {
   for (PairMemo* m : {&plus_memo, &bundle_memo, &part_memo, &star_j_inverse_memo}) m->release(true);
+  if (j_star_cache.e) gc_free_uncollectable(j_star_cache.e);
+  j_star_cache.e = nullptr;
   delete plus_spine;
   plus_spine = nullptr;
 }
@@ -727,9 +753,12 @@ Value bundle_raw(Value p, Value t) {
         Lambda* fl = forward_transform(c->lambda);
         int n = (int)c->aux;
         if (n == 0) return closure_of(fl, nullptr);
+        JStarCache::Entry* memo = tangent_zero ? j_star_cache.slot(p) : nullptr;
+        if (memo && memo->key == p) return memo->r;
         Value r = make_closure(fl, nullptr, n);
         for (int i = 0; i < n; i++)
           as_closure(r)->env[i] = bundle_raw(c->env[i], tangent_zero ? zero_of(c->env[i]) : as_closure(t)->env[i]);
+        if (memo) *memo = {p, r};
         return r;
       }
       // constants are free variables: the tangent's constants are theirs
