@@ -162,3 +162,14 @@ if [ -n "$a" ] && [ -n "$b" ] && [ $(((b - a) / 100)) -le 20 ]; then
 else
   echo "not ok - j* of one closure is made once: ${a:-error}, ${b:-error} objects for 100, 200 calls, more than 20 a call"
 fi
+
+# Forward over forward through +, -, * and / (native.cpp fwd2_binary2): a second derivative by
+# nested forward mode of a function of four operations (tests/cost/ff.vlad), 100 and 200 times,
+# makes at most 60 objects a call (168 when each primitive's transformed forward rule ran).
+ff_objects() { echo "$1" | timeout 300 "$V" --meter tests/cost/ff.vlad 2>&1 >/dev/null | awk '/^# heap objects allocated:/ { print $NF }'; }
+a=$(ff_objects 100); b=$(ff_objects 200)
+if [ -n "$a" ] && [ -n "$b" ] && [ $(((b - a) / 100)) -le 60 ]; then
+  echo "ok - forward over forward runs the rules directly: $(((b - a) / 100)) objects a call, at most 60"
+else
+  echo "not ok - forward over forward runs the rules directly: ${a:-error}, ${b:-error} objects for 100, 200 calls, more than 60 a call"
+fi

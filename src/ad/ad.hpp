@@ -78,7 +78,8 @@ Value prim_reverse(Prim* p);
 // Gives a builtin primitive's rule lambda (and its backpropagator lambda) a native fast path for
 // arguments at the first level of transformation (native.cpp).
 void install_native(Prim* p, Lambda* rule, char kind);
-// The forward transform f of a linear lambda (Lambda::linear_forward) gets the same native.
+// The forward transform f of a linear lambda (Lambda::linear_forward) gets the same native; that of
+// +, -, * or /'s forward rule, the forward-over-forward one (native.cpp fwd2_binary2).
 void install_linear_forward(Lambda* f);
 // Frees this thread's memo tables (at the end of a thread that evaluated).
 void release_ad_tables();
