@@ -112,14 +112,22 @@ inline NativeOp op_of(Prim* p) { return (NativeOp)p->native_op; }
 
 // ---- forward ----
 
+// The value y and tangent t of unary primitive p (whose native operation is op) applied to the
+// bundle (x dx), its operations counted.
+void fwd_unary_parts(Prim* p, NativeOp op, double x, double dx, double& y, double& t) {
+  double d;
+  y = p->fn1(p, Value::real(x)).as_real();
+  unary_derivative(op, x, d);
+  count(ids().mul);
+  t = d * dx;
+}
+
 Value fwd_unary(Closure* c, Value v) {
-  double x, dx, d;
+  double x, dx, y, t;
   if (!plain_bundle(v, x, dx)) return Value::unbound();
   Prim* p = prim_of(c);
-  Value y = p->fn1(p, Value::real(x));
-  unary_derivative(op_of(p), x, d);
-  count(ids().mul);
-  return make_bundle(y, Value::real(d * dx));
+  fwd_unary_parts(p, op_of(p), x, dx, y, t);
+  return make_bundle(Value::real(y), Value::real(t));
 }
 
 // The value y and tangent t of binary primitive p (whose native operation is op) applied to the
@@ -156,11 +164,12 @@ Value fwd_binary1(Closure* c, Value v) {
 }
 
 // ---- forward over forward ----
-// F:forward-op, the forward transform of +, -, * or /'s forward rule, applied to two outer bundles
-// whose primal and tangent are bundles of reals (the values of a forward derivative taken inside
-// another): the outer bundle of (bundle y t) and its tangent, as the transformed rule computes
-// them — each arithmetic operation of the rule (prims.cpp fwd_binary, partial_rules) is
-// fwd_binary2 on outer bundles, a rule's constant the bundle of it and 0 — with the same
+// F:forward-op, the forward transform of the forward rule of +, -, * or / (or sqrt, exp, log, sin,
+// cos), applied to outer bundles whose primal and tangent are bundles of reals (the values of a
+// forward derivative taken inside another): the outer bundle of (bundle y t) and its tangent, as
+// the transformed rule computes them — each arithmetic operation of the rule (prims.cpp
+// fwd_binary, partial_rules, fwd_unary and the derivatives in make_builtin_prims) is fwd_binary2
+// or fwd_unary on outer bundles, a rule's constant the bundle of it and 0 — with the same
 // operations counted. The rule's primal, tangent, bundle and perturb count nothing. Anything else:
 // the transformed rule's body. (It made 23-25 objects a call; this makes three.)
 struct Dual {
@@ -199,6 +208,35 @@ Value fwd2_binary2(Closure* c, Value a, Value b) {
       t = add(mul(d1, dx1), mul(d2, dx2));
     }
   }
+  return make_bundle(make_bundle(Value::real(y.p), Value::real(t.p)), make_bundle(Value::real(y.t), Value::real(t.t)));
+}
+
+Dual dual1(int id, NativeOp op, Dual a) {
+  Dual r;
+  fwd_unary_parts(current->prims[id], op, a.p, a.t, r.p, r.t);
+  return r;
+}
+
+// The unary primitives whose forward-over-forward rule is made here, and their derivatives' forms.
+bool fwd2_unary_op(NativeOp op) { return op == N_SQRT || op == N_EXP || op == N_LOG || op == N_SIN || op == N_COS; }
+
+Value fwd2_unary(Closure* c, Value b) {
+  Dual x, dx;
+  if (!bundle_of_bundles(b, x, dx)) return Value::unbound();
+  Prim* p = prim_of(c);
+  const Ids& I = ids();
+  NativeOp op = op_of(p);
+  Dual y = dual1(p->id, op, x), d;
+  switch (op) {
+    case N_SQRT:  // (/ 1 (* 2 (sqrt x)))
+      d = dual(I.div, N_DIV, Dual{1, 0}, dual(I.mul, N_MUL, Dual{2, 0}, dual1(I.sqrt_, N_SQRT, x)));
+      break;
+    case N_EXP: d = dual1(I.exp_, N_EXP, x); break;               // (exp x)
+    case N_LOG: d = dual(I.div, N_DIV, Dual{1, 0}, x); break;     // (/ 1 x)
+    case N_SIN: d = dual1(I.cos_, N_COS, x); break;               // (cos x)
+    default: d = dual(I.sub, N_SUB, Dual{0, 0}, dual1(I.sin_, N_SIN, x));  // N_COS: (- 0 (sin x))
+  }
+  Dual t = dual(I.mul, N_MUL, d, dx);  // (* d dx)
   return make_bundle(make_bundle(Value::real(y.p), Value::real(t.p)), make_bundle(Value::real(y.t), Value::real(t.t)));
 }
 
@@ -865,6 +903,13 @@ void install_linear_forward(Lambda* f) {
       f->native_prim = m->native_prim;
       f->native1 = fwd2_binary1;
       f->native2 = fwd2_binary2;
+    }
+    return;
+  }
+  if (m && m->native1 == fwd_unary && f->transform == 'F') {
+    if (fwd2_unary_op(op_of(m->native_prim))) {
+      f->native_prim = m->native_prim;
+      f->native1 = fwd2_unary;
     }
     return;
   }
