@@ -81,6 +81,9 @@ void install_native(Prim* p, Lambda* rule, char kind);
 // The forward transform f of a linear lambda (Lambda::linear_forward) gets the same native; that of
 // +, -, * or /'s forward rule, the forward-over-forward one (native.cpp fwd2_binary2).
 void install_linear_forward(Lambda* f);
+// The reverse transform r of a forward rule lam: for +, - and *, a split form run at once
+// (reverse over forward, native.cpp rf_split2).
+void install_reverse_forward(Lambda* lam, Lambda* r);
 // Frees this thread's memo tables (at the end of a thread that evaluated).
 void release_ad_tables();
 // Frees this thread's pool of buffers for bodies being emitted by the reverse transform.
@@ -164,6 +167,7 @@ enum ViewTag : uint64_t {
   kViewBpCarJ = 8, kViewBpCdrJ = 9, kViewBpConstJ = 10, kViewBpConstJCar = 11, kViewBpConstJCdr = 12,
   kViewZero = 13,  // (zero P) of a pair P, lazily (what a LazyZero of a pair is, without allocating)
   kViewRZero = 14,  // (%rzero P) of a pair P: the zero of (*j-inverse P), lazily (a LazyZero with one strip)
+  kViewBpFwd = 15,  // the backpropagator of +, - or *'s forward rule, reverse-transformed (native.cpp)
 };
 inline uint64_t view_tag(Value v) { return v.bits & 15; }
 inline Obj* view_obj(Value v) { return reinterpret_cast<Obj*>(v.bits & ~uint64_t(15)); }

@@ -246,6 +246,113 @@ Value fwd2_binary1(Closure* c, Value v) {
   return fwd2_binary2(c, car(v), cdr(v));
 }
 
+// ---- reverse over forward ----
+// R:forward-op, the reverse transform of the forward rule of +, - or *, applied to two reverse
+// values of bundles of reals (a forward derivative taken inside a reverse one): the value
+// (*j (bundle y t)) and, as its backpropagator, a view of a record of the two arguments
+// (kViewBpFwd), as the transformed rule computes them — the rule's arithmetic counted once each
+// in this phase. The view called on ȳ = (bundle ȳp ȳt) of reals (back_view) gives what the rule's
+// transformed backpropagator gives: f̄ the rule itself and x̄ the pair of (bundle x̄i d̄xi), each
+// primitive's transpose applied (and counted) as at the first level, and each part summed with
+// the zero the other path gives it (+ 0.0: a -0 comes back +0, as there). Each variable of
+// these three rules has at most two uses, so the order of its sums does not matter (for / it
+// would). Any other ȳ, and anything else that looks at the view, gets the transformed rule's own
+// backpropagator, made by running its body again (materialize_view), the operations it counts
+// not counted twice. Any other argument: the body. (The body made 20-30 objects a call.)
+thread_local bool rf_body_only = false;  // while that body runs again
+
+inline bool reverse_bundle(Value v, double& x, double& dx) {
+  if (!is(v, Kind::Reverse) || v.as_obj()->aux != 0) return false;
+  return plain_bundle(static_cast<Tagged*>(v.as_obj())->v, x, dx);
+}
+
+inline double count2(int id, double a, double b) {
+  Prim* p = current->prims[id];
+  return p->fn2(p, Value::real(a), Value::real(b)).as_real();
+}
+
+bool rf_split2(Closure* c, Value a, Value b, Value* out) {
+  double x1, dx1, x2, dx2, y, t;
+  if (rf_body_only || !reverse_bundle(a, x1, dx1) || !reverse_bundle(b, x2, dx2)) return false;
+  Prim* p = prim_of(c);
+  const Ids& I = ids();
+  switch (op_of(p)) {
+    case N_ADD: y = count2(I.add, x1, x2); t = count2(I.add, dx1, dx2); break;
+    case N_SUB: y = count2(I.sub, x1, x2); t = count2(I.sub, dx1, dx2); break;
+    default:  // N_MUL: (* x1 x2), (+ (* x2 dx1) (* x1 dx2))
+      y = count2(I.mul, x1, x2);
+      t = count2(I.add, count2(I.mul, x2, dx1), count2(I.mul, x1, dx2));
+  }
+  out[0] = make_tagged(Kind::Reverse, make_bundle(Value::real(y), Value::real(t)));
+  RevNode* n = static_cast<RevNode*>(gc_alloc(sizeof(RevNode)));
+  n->kind = Kind::Reverse;
+  n->aux = p->id + 1;
+  n->v = Value::nil();
+  n->x1 = a;
+  n->x2 = b;
+  out[1] = view_of(Value::obj(n), kViewBpFwd);
+  return true;
+}
+
+bool rf_split1(Closure* c, Value v, Value* out) {
+  if (is_lazy(v)) v = force(v);
+  return is_pair(v) && rf_split2(c, car(v), cdr(v), out);
+}
+
+// The view's backpropagator on ȳ = (bundle yp yt) of reals (false for any other ȳ).
+bool rf_back(const RevNode* n, Value ys, Value* out, bool three) {
+  double yp, yt, x1, dx1, x2, dx2;
+  if (!plain_bundle(ys, yp, yt) || !reverse_bundle(n->x1, x1, dx1) || !reverse_bundle(n->x2, x2, dx2)) return false;
+  Prim* p = current->prims[n->aux - 1];
+  const Ids& I = ids();
+  double b1, db1, b2, db2;  // x̄1, d̄x1, x̄2, d̄x2
+  switch (op_of(p)) {
+    case N_ADD: b1 = b2 = yp; db1 = db2 = yt; break;
+    case N_SUB:
+      count(I.sub, 2);
+      b1 = yp, db1 = yt, b2 = 0 - yp, db2 = 0 - yt;
+      break;
+    default:  // N_MUL: the transposes of (* x1 x2), (* x2 dx1) and (* x1 dx2)
+      count(I.mul, 6);
+      b1 = x2 * yp + dx2 * yt;
+      b2 = x1 * yp + dx1 * yt;
+      db1 = x2 * yt;
+      db2 = x1 * yt;
+  }
+  out[0] = prim_forward(p);
+  Value s1 = make_bundle(Value::real(b1 + 0.0), Value::real(0.0 + db1));
+  Value s2 = make_bundle(Value::real(b2 + 0.0), Value::real(0.0 + db2));
+  if (three) {
+    out[1] = s1;
+    out[2] = s2;
+  } else {
+    out[1] = cons(s1, s2);
+  }
+  return true;
+}
+
+// The transformed rule's own backpropagator for the record n: its body run again on the same
+// arguments, the primitive operations it counts taken back.
+Value rf_materialize(const RevNode* n) {
+  Interp& in = *current;
+  Prim* p = in.prims[n->aux - 1];
+  Lambda* rl = reverse_transform(static_cast<Closure*>(prim_forward(p).as_obj())->lambda);
+  std::vector<uint64_t> meter = in.meter;
+  bool was = rf_body_only;
+  rf_body_only = true;
+  Value r;
+  try {
+    r = apply(closure_of(rl, nullptr), cons(n->x1, n->x2));
+  } catch (...) {
+    rf_body_only = was;
+    in.meter = meter;
+    throw;
+  }
+  rf_body_only = was;
+  in.meter = meter;
+  return unview(cdr(force(r)));
+}
+
 // ---- reverse: the forward phase ----
 // Each computes (value . backpropagator) into out[0], out[1]; the pair-returning forms a
 // program sees wrap them.
@@ -895,6 +1002,15 @@ void install_prelude_rule(Lambda* lam, Lambda* r) {
 }
 void install_list_ref_bp(Lambda* bp) { set_bp<bp_list_ref>(bp); }
 
+void install_reverse_forward(Lambda* lam, Lambda* r) {
+  if (lam->native2 != fwd_binary2) return;
+  NativeOp op = op_of(lam->native_prim);
+  if (op != N_ADD && op != N_SUB && op != N_MUL) return;
+  r->native_prim = lam->native_prim;
+  r->native_split1 = rf_split1;
+  r->native_split2 = rf_split2;
+}
+
 void install_linear_forward(Lambda* f) {
   Lambda* m = f->source;
   if (m && m->native2 == fwd_binary2 && f->transform == 'F') {
@@ -941,6 +1057,7 @@ Value materialize_view(Value v) {
       Value env[2] = {n->x1, n->x2};
       return closure_of(bp, node_args(op_of(p)) == 0 ? nullptr : env);
     }
+    case kViewBpFwd: return rf_materialize(static_cast<RevNode*>(view_obj(v)));
     case kViewBpCar: return make_closure(rule_bp(in.prim("car")), &obj, 1);
     case kViewBpCdr: return make_closure(rule_bp(in.prim("cdr")), &obj, 1);
     case kViewBpConst: return make_closure(zero_bp_lambda(), &obj, 1);
@@ -975,6 +1092,7 @@ bool back_view(Value bp, Value y, Value* out, bool three) {
       if (three) return true;
       break;
     }
+    case kViewBpFwd: return rf_back(static_cast<RevNode*>(o), y, out, three);
     case kViewBpCar:
       if (three) {
         out[0] = Value::nil();

@@ -1281,7 +1281,10 @@ Lambda* transform_lambda(Lambda* lam, char t) {
   Lambda* r = plain(lam);
   cached = r;  // before the raw variant: it may refer back
   if (t == 'F') install_linear_forward(r);
-  if (t == 'R') install_prelude_rule(lam, r);
+  if (t == 'R') {
+    install_prelude_rule(lam, r);
+    install_reverse_forward(lam, r);
+  }
   if (lam->raw_variant) r->raw_variant = transform_lambda(lam->raw_variant, t);
   return r;
 }
