@@ -746,7 +746,12 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false) {
     return Value::unbound();
   }
   CallFrame frame(Value::obj(cl), pos);
-  if (!chain_stack) chain_stack = new std::vector<Closure*>();
+  if (!chain_stack) {
+    // Room for a chain of 2^20 at once: pages the stack never reaches are never touched, and a
+    // chain of 10^6 steps is not copied twenty times over, each copy on fresh pages.
+    chain_stack = new std::vector<Closure*>();
+    chain_stack->reserve(1u << 20);
+  }
   std::vector<Closure*>& stack = *chain_stack;  // not scanned: `root` keeps the chain alive
   size_t base = stack.size();
   Value root = Value::obj(cl);
