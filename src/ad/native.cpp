@@ -299,12 +299,97 @@ bool rf_split1(Closure* c, Value v, Value* out) {
   return is_pair(v) && rf_split2(c, car(v), cdr(v), out);
 }
 
+inline double count1(int id, double a) {
+  Prim* p = current->prims[id];
+  return p->fn1(p, Value::real(a)).as_real();
+}
+
+// The derivative d of unary primitive op at x as its forward rule computes it (prims.cpp
+// make_builtin_prims), each operation counted when `counted`.
+double rule_derivative(NativeOp op, double x, bool counted) {
+  const Ids& I = ids();
+  auto one = [&](int id, NativeOp o, double a) {
+    if (counted) return count1(id, a);
+    return o == N_SQRT ? std::sqrt(a) : o == N_EXP ? std::exp(a) : o == N_SIN ? std::sin(a) : std::cos(a);
+  };
+  auto two = [&](int id, double a, double b) {
+    if (counted) return count2(id, a, b);
+    return id == I.mul ? a * b : id == I.div ? a / b : a - b;
+  };
+  switch (op) {
+    case N_SQRT: return two(I.div, 1, two(I.mul, 2, one(I.sqrt_, N_SQRT, x)));  // (/ 1 (* 2 (sqrt x)))
+    case N_EXP: return one(I.exp_, N_EXP, x);                                  // (exp x)
+    case N_LOG: return two(I.div, 1, x);                                       // (/ 1 x)
+    case N_SIN: return one(I.cos_, N_COS, x);                                  // (cos x)
+    default: return two(I.sub, 0, one(I.sin_, N_SIN, x));                      // N_COS: (- 0 (sin x))
+  }
+}
+
+bool rf_split1u(Closure* c, Value v, Value* out) {
+  double x, dx;
+  if (rf_body_only || !reverse_bundle(v, x, dx)) return false;
+  Prim* p = prim_of(c);
+  NativeOp op = op_of(p);
+  double y = count1(p->id, x);
+  double t = count2(ids().mul, rule_derivative(op, x, true), dx);  // (* d dx)
+  out[0] = make_tagged(Kind::Reverse, make_bundle(Value::real(y), Value::real(t)));
+  RevNode* n = static_cast<RevNode*>(gc_alloc(sizeof(RevNode)));
+  n->kind = Kind::Reverse;
+  n->aux = p->id + 1;
+  n->v = Value::nil();
+  n->x1 = v;
+  n->x2 = Value::nil();
+  out[1] = view_of(Value::obj(n), kViewBpFwd);
+  return true;
+}
+
+bool back_node_op(NativeOp op, const RevNode* n, double y, Value* out, bool three = false);
+
+// x̄ of the unary rule's derivative expression d at x, for d̄: each node's transpose as
+// back_node applies and counts it, the constants' sensitivities computed and dropped as there.
+double rule_derivative_bar(NativeOp op, double x, double d_bar) {
+  RevNode n;
+  Value o[3];
+  auto node_bar = [&](NativeOp nop, double a, double b, double y, int part) {  // part 1 or 2 of x̄
+    n.x1 = Value::real(a);
+    n.x2 = Value::real(b);
+    back_node_op(nop, &n, y, o, true);  // (a unary node gives x̄ whole)
+    return o[part].as_real();
+  };
+  switch (op) {
+    case N_SQRT: {  // (/ 1 m), m = (* 2 s), s = (sqrt x)
+      double s = std::sqrt(x), m = 2 * s;
+      double m_bar = node_bar(N_DIV, 1, m, d_bar, 2), s_bar = node_bar(N_MUL, 2, s, m_bar, 2);
+      return node_bar(N_SQRT, x, 0, s_bar, 1);
+    }
+    case N_EXP: return node_bar(N_EXP, x, 0, d_bar, 1);
+    case N_LOG: return node_bar(N_DIV, 1, x, d_bar, 2);
+    case N_SIN: return node_bar(N_COS, x, 0, d_bar, 1);
+    default: return node_bar(N_SIN, x, 0, node_bar(N_SUB, 0, 0, d_bar, 2), 1);  // N_COS: (- 0 s), s = (sin x)
+  }
+}
+
 // The view's backpropagator on ȳ = (bundle yp yt) of reals (false for any other ȳ).
 bool rf_back(const RevNode* n, Value ys, Value* out, bool three) {
   double yp, yt, x1, dx1, x2, dx2;
-  if (!plain_bundle(ys, yp, yt) || !reverse_bundle(n->x1, x1, dx1) || !reverse_bundle(n->x2, x2, dx2)) return false;
   Prim* p = current->prims[n->aux - 1];
   const Ids& I = ids();
+  if (p->arity == 1) {  // (bundle (op x) (perturb (* d dx))), d the derivative's expression
+    if (!plain_bundle(ys, yp, yt) || !reverse_bundle(n->x1, x1, dx1)) return false;
+    NativeOp op = op_of(p);
+    double d = rule_derivative(op, x1, false);
+    count(I.mul, 2);  // (* d dx) on ȳt
+    double d_bar = dx1 * yt, dx_bar = d * yt;
+    double x_bar_d = rule_derivative_bar(op, x1, d_bar);
+    RevNode node;
+    node.x1 = Value::real(x1);
+    Value o[2];
+    back_node_op(op, &node, yp, o);  // (op x) on ȳp
+    out[0] = prim_forward(p);
+    out[1] = make_bundle(Value::real(o[1].as_real() + x_bar_d + 0.0), Value::real(0.0 + dx_bar));
+    return true;
+  }
+  if (!plain_bundle(ys, yp, yt) || !reverse_bundle(n->x1, x1, dx1) || !reverse_bundle(n->x2, x2, dx2)) return false;
   double b1, db1, b2, db2;  // x̄1, d̄x1, x̄2, d̄x2
   switch (op_of(p)) {
     case N_ADD: b1 = b2 = yp; db1 = db2 = yt; break;
@@ -342,7 +427,7 @@ Value rf_materialize(const RevNode* n) {
   rf_body_only = true;
   Value r;
   try {
-    r = apply(closure_of(rl, nullptr), cons(n->x1, n->x2));
+    r = apply(closure_of(rl, nullptr), p->arity == 1 ? n->x1 : cons(n->x1, n->x2));
   } catch (...) {
     rf_body_only = was;
     in.meter = meter;
@@ -574,9 +659,8 @@ inline bool result2(Value* out, double a, double b, bool three) {
 }
 
 // x̄ of an arithmetic primitive's node for ȳ = y.
-bool back_node(Prim* p, const RevNode* n, double y, Value* out, bool three = false) {
+bool back_node_op(NativeOp op, const RevNode* n, double y, Value* out, bool three) {
   const Ids& I = ids();
-  NativeOp op = op_of(p);
   switch (node_args(op)) {
     case 1: {
       double d;
@@ -599,6 +683,10 @@ bool back_node(Prim* p, const RevNode* n, double y, Value* out, bool three = fal
       return result2(out, d1 * y, d2 * y, three);
     }
   }
+}
+
+bool back_node(Prim* p, const RevNode* n, double y, Value* out, bool three = false) {
+  return back_node_op(op_of(p), n, y, out, three);
 }
 
 bool bp_unary(Closure* c, Value yv, Value* out) {
@@ -1003,6 +1091,11 @@ void install_prelude_rule(Lambda* lam, Lambda* r) {
 void install_list_ref_bp(Lambda* bp) { set_bp<bp_list_ref>(bp); }
 
 void install_reverse_forward(Lambda* lam, Lambda* r) {
+  if (lam->native1 == fwd_unary && fwd2_unary_op(op_of(lam->native_prim))) {
+    r->native_prim = lam->native_prim;
+    r->native_split1 = rf_split1u;
+    return;
+  }
   if (lam->native2 != fwd_binary2) return;
   NativeOp op = op_of(lam->native_prim);
   if (op != N_ADD && op != N_SUB && op != N_MUL) return;
