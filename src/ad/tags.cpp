@@ -705,6 +705,10 @@ Value forward_part(const char* who, Value v, int part);
 
 // bundle with the tangent already unwrapped from its perturbation tag.
 Value bundle_raw(Value p, Value t) {
+  // (the common cases first, as the general way below takes them: two reals, two pairs)
+  if (p.is_real() && t.is_real()) return make_bundle(p, t);
+  if (is(p, Kind::Pair) && is(t, Kind::Pair))
+    return memo_pair(bundle_memo, p, t, [&] { return cons(bundle_raw(car(p), car(t)), bundle_raw(cdr(p), cdr(t))); });
   p = unview(p);
   if (is_zero_view(t) && is(p, Kind::Pair)) {  // (j*): the parts of the zero, not the zero made
     Pair* q = static_cast<Pair*>(view_obj(t));
