@@ -152,24 +152,23 @@ else
   echo "ok - reverse passes over an association list, compiled: no native tier here (skipped)"
 fi
 
+# per_call_check LABEL FILE MAX: a program of tests/cost/ run for 100 and 200 calls (stdin) makes
+# at most MAX objects a call.
+per_call_check() {
+  local a b
+  a=$(echo 100 | timeout 300 "$V" --meter "tests/cost/$2" 2>&1 >/dev/null | awk '/^# heap objects allocated:/ { print $NF }')
+  b=$(echo 200 | timeout 300 "$V" --meter "tests/cost/$2" 2>&1 >/dev/null | awk '/^# heap objects allocated:/ { print $NF }')
+  if [ -n "$a" ] && [ -n "$b" ] && [ $(((b - a) / 100)) -le "$3" ]; then
+    echo "ok - $1: $(((b - a) / 100)) objects a call, at most $3"
+  else
+    echo "not ok - $1: ${a:-error}, ${b:-error} objects for 100, 200 calls, more than $3 a call"
+  fi
+}
 # j* of a closure is made once per closure and evaluation (tags.cpp, JStarCache): a derivative of
-# one closure over a list of 200 reals taken 100 and 200 times (tests/cost/jstar.vlad) makes at
+# one closure over a list of 200 reals taken again and again (tests/cost/jstar.vlad) makes at
 # most 20 objects a call, not the ~400 of bundling the list again each time.
-jstar_objects() { echo "$1" | timeout 300 "$V" --meter tests/cost/jstar.vlad 2>&1 >/dev/null | awk '/^# heap objects allocated:/ { print $NF }'; }
-a=$(jstar_objects 100); b=$(jstar_objects 200)
-if [ -n "$a" ] && [ -n "$b" ] && [ $(((b - a) / 100)) -le 20 ]; then
-  echo "ok - j* of one closure is made once: $(((b - a) / 100)) objects a call, at most 20"
-else
-  echo "not ok - j* of one closure is made once: ${a:-error}, ${b:-error} objects for 100, 200 calls, more than 20 a call"
-fi
-
+per_call_check "j* of one closure is made once" jstar.vlad 20
 # Forward over forward through +, -, * and / (native.cpp fwd2_binary2): a second derivative by
-# nested forward mode of a function of four operations (tests/cost/ff.vlad), 100 and 200 times,
-# makes at most 60 objects a call (168 when each primitive's transformed forward rule ran).
-ff_objects() { echo "$1" | timeout 300 "$V" --meter tests/cost/ff.vlad 2>&1 >/dev/null | awk '/^# heap objects allocated:/ { print $NF }'; }
-a=$(ff_objects 100); b=$(ff_objects 200)
-if [ -n "$a" ] && [ -n "$b" ] && [ $(((b - a) / 100)) -le 60 ]; then
-  echo "ok - forward over forward runs the rules directly: $(((b - a) / 100)) objects a call, at most 60"
-else
-  echo "not ok - forward over forward runs the rules directly: ${a:-error}, ${b:-error} objects for 100, 200 calls, more than 60 a call"
-fi
+# nested forward mode of a function of four operations (tests/cost/ff.vlad) makes at most 60
+# objects a call (168 when each primitive's transformed forward rule ran).
+per_call_check "forward over forward runs the rules directly" ff.vlad 60

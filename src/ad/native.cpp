@@ -271,6 +271,20 @@ inline double count2(int id, double a, double b) {
   return p->fn2(p, Value::real(a), Value::real(b)).as_real();
 }
 
+// (*j (bundle y t)) into out[0], and into out[1] the view of the record of p's arguments a and b
+// (b () for a unary p).
+bool rf_result(Prim* p, double y, double t, Value a, Value b, Value* out) {
+  out[0] = make_tagged(Kind::Reverse, make_bundle(Value::real(y), Value::real(t)));
+  RevNode* n = static_cast<RevNode*>(gc_alloc(sizeof(RevNode)));
+  n->kind = Kind::Reverse;
+  n->aux = p->id + 1;
+  n->v = Value::nil();
+  n->x1 = a;
+  n->x2 = b;
+  out[1] = view_of(Value::obj(n), kViewBpFwd);
+  return true;
+}
+
 bool rf_split2(Closure* c, Value a, Value b, Value* out) {
   double x1, dx1, x2, dx2, y, t;
   if (rf_body_only || !reverse_bundle(a, x1, dx1) || !reverse_bundle(b, x2, dx2)) return false;
@@ -283,15 +297,7 @@ bool rf_split2(Closure* c, Value a, Value b, Value* out) {
       y = count2(I.mul, x1, x2);
       t = count2(I.add, count2(I.mul, x2, dx1), count2(I.mul, x1, dx2));
   }
-  out[0] = make_tagged(Kind::Reverse, make_bundle(Value::real(y), Value::real(t)));
-  RevNode* n = static_cast<RevNode*>(gc_alloc(sizeof(RevNode)));
-  n->kind = Kind::Reverse;
-  n->aux = p->id + 1;
-  n->v = Value::nil();
-  n->x1 = a;
-  n->x2 = b;
-  out[1] = view_of(Value::obj(n), kViewBpFwd);
-  return true;
+  return rf_result(p, y, t, a, b, out);
 }
 
 bool rf_split1(Closure* c, Value v, Value* out) {
@@ -332,15 +338,7 @@ bool rf_split1u(Closure* c, Value v, Value* out) {
   NativeOp op = op_of(p);
   double y = count1(p->id, x);
   double t = count2(ids().mul, rule_derivative(op, x, true), dx);  // (* d dx)
-  out[0] = make_tagged(Kind::Reverse, make_bundle(Value::real(y), Value::real(t)));
-  RevNode* n = static_cast<RevNode*>(gc_alloc(sizeof(RevNode)));
-  n->kind = Kind::Reverse;
-  n->aux = p->id + 1;
-  n->v = Value::nil();
-  n->x1 = v;
-  n->x2 = Value::nil();
-  out[1] = view_of(Value::obj(n), kViewBpFwd);
-  return true;
+  return rf_result(p, y, t, v, Value::nil(), out);
 }
 
 bool back_node_op(NativeOp op, const RevNode* n, double y, Value* out, bool three = false);
