@@ -40,6 +40,15 @@ Value tangent_bar(Value x, Value y);
 Value perturb(Value v);
 Value unperturb(Value v);
 Value j_star(Value v);  // (bundle v (perturb (zero v)))
+// The last result of a pure operation op (an address standing for it; null: j*) on a closure c
+// with an environment, in a small per-evaluation cache (tags.cpp): the slot (c, op) would be in;
+// it holds c's result when key == c and op matches.
+struct ClosureMemo {
+  Value key;
+  const void* op;
+  Value r;
+};
+ClosureMemo* closure_memo(const void* op, Value c);
 
 // ---- reverse mode ----
 Value star_j(Value v);          // J← (paper §4)

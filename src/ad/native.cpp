@@ -787,7 +787,13 @@ inline bool commutes(AdOp op) { return op == A_ZERO || op == A_RZERO || op == A_
 
 Value fwd_ad(Closure* c, Value v) {
   Prim* p = prim_of(c);
-  return bundle_untagged(apply_prim(p, primal(v)), apply_prim(p, tangent_untagged(v)));
+  // (of a closure with an environment: the result made before for it, if it is still cached;
+  // gradient-R's (*j f) of one closure once an integration step, inside a forward derivative)
+  ClosureMemo* memo = is(v, Kind::Closure) && v.as_obj()->aux != 0 ? closure_memo(p, v) : nullptr;
+  if (memo && memo->key == v && memo->op == p) return memo->r;
+  Value r = bundle_untagged(apply_prim(p, primal(v)), apply_prim(p, tangent_untagged(v)));
+  if (memo) *memo = {v, p, r};
+  return r;
 }
 
 bool rev_ad_s(Closure* c, Value xr, Value* out) {

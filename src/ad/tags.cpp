@@ -99,29 +99,27 @@ Value memo_pair(PairMemo& m, Value a, Value b, F make) {
 thread_local PairMemo plus_memo, bundle_memo, part_memo, star_j_inverse_memo;
 thread_local std::vector<Value>* plus_spine = nullptr;  // plus_pairs' steps to record (below)
 
-// (j* c) of closures c with an environment, the last few made on this thread. A program that
-// takes derivatives of one closure again and again — an inner `gradient-F` or `derivative-F` of
-// a closure over data, once an integration step — bundled its whole environment with zero
-// tangents each time (particle FF: 55 K closures, 6% of the instructions). j* is a pure
-// function of c's lambda and environment, and a program cannot tell two equal results apart
-// (there is no eq?), so the one made before is reused. Keys and results are held in memory the
-// collector scans, so a key's address cannot be reused while it is here; emptied after each
-// evaluation (release_ad_tables).
-struct JStarCache {
+// Pure operations on closures with an environment, the last few results made on this thread: j*
+// (bundle_raw) and the forward versions of the AD primitives (native.cpp fwd_ad). A program
+// that takes derivatives of one closure again and again — an inner `gradient-F`, `gradient-R` or
+// `derivative-F` of a closure over data, once an integration step — bundled or transformed its
+// whole environment each time (particle FF: 55 K closures, 6% of the instructions). Each result
+// is a pure function of the closure's lambda and environment, and a program cannot tell two
+// equal results apart (there is no eq?), so the one made before is reused. Keys and results are
+// held in memory the collector scans, so a key's address cannot be reused while it is here;
+// emptied after each evaluation (release_ad_tables).
+struct ClosureCache {
   static constexpr size_t kSize = 16;
-  struct Entry {
-    Value key, r;  // key.bits == 0: empty
-  };
-  Entry* e = nullptr;
-  Entry* slot(Value c) {
+  ClosureMemo* e = nullptr;
+  ClosureMemo* slot(const void* op, Value c) {
     if (!e) {
-      e = static_cast<Entry*>(gc_alloc_uncollectable(sizeof(Entry) * kSize));
+      e = static_cast<ClosureMemo*>(gc_alloc_uncollectable(sizeof(ClosureMemo) * kSize));
       for (size_t i = 0; i < kSize; i++) e[i].key = Value(0, 0);
     }
-    return &e[(c.bits >> 4) * 0x9E3779B97F4A7C15ull >> 60];
+    return &e[((c.bits >> 4) ^ (uintptr_t)op) * 0x9E3779B97F4A7C15ull >> 60];
   }
 };
-thread_local JStarCache j_star_cache;
+thread_local ClosureCache closure_cache;
 
 [[noreturn]] void ad_error(const char* who, const std::string& what, Value v) {
   throw Error(std::string(who) + ": " + what + ", got " + write_string(v));
@@ -576,12 +574,14 @@ __attribute__((noinline)) Value plus_pairs(Value a, Value b) {
 
 // The common cases here, with no frame to speak of: two reals, a zero, two pairs; the others in
 // plus_rest.
+ClosureMemo* closure_memo(const void* op, Value c) { return closure_cache.slot(op, c); }
+
 // A thread's walks keep their small memo tables between walks: freed when each evaluation ends
-// (run_job), as its free lists are; so is the cache of j* of closures.
+// (run_job), as its free lists are; so is the cache of operations on closures.
 void release_ad_tables() {
   for (PairMemo* m : {&plus_memo, &bundle_memo, &part_memo, &star_j_inverse_memo}) m->release(true);
-  if (j_star_cache.e) gc_free_uncollectable(j_star_cache.e);
-  j_star_cache.e = nullptr;
+  if (closure_cache.e) gc_free_uncollectable(closure_cache.e);
+  closure_cache.e = nullptr;
   delete plus_spine;
   plus_spine = nullptr;
 }
@@ -757,12 +757,12 @@ Value bundle_raw(Value p, Value t) {
         Lambda* fl = forward_transform(c->lambda);
         int n = (int)c->aux;
         if (n == 0) return closure_of(fl, nullptr);
-        JStarCache::Entry* memo = tangent_zero ? j_star_cache.slot(p) : nullptr;
-        if (memo && memo->key == p) return memo->r;
+        ClosureMemo* memo = tangent_zero ? closure_cache.slot(nullptr, p) : nullptr;
+        if (memo && memo->key == p && memo->op == nullptr) return memo->r;
         Value r = make_closure(fl, nullptr, n);
         for (int i = 0; i < n; i++)
           as_closure(r)->env[i] = bundle_raw(c->env[i], tangent_zero ? zero_of(c->env[i]) : as_closure(t)->env[i]);
-        if (memo) *memo = {p, r};
+        if (memo) *memo = {p, nullptr, r};
         return r;
       }
       // constants are free variables: the tangent's constants are theirs
