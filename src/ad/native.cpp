@@ -293,9 +293,15 @@ bool rf_split2(Closure* c, Value a, Value b, Value* out) {
   switch (op_of(p)) {
     case N_ADD: y = count2(I.add, x1, x2); t = count2(I.add, dx1, dx2); break;
     case N_SUB: y = count2(I.sub, x1, x2); t = count2(I.sub, dx1, dx2); break;
-    default:  // N_MUL: (* x1 x2), (+ (* x2 dx1) (* x1 dx2))
+    case N_MUL:  // (* x1 x2), (+ (* x2 dx1) (* x1 dx2))
       y = count2(I.mul, x1, x2);
       t = count2(I.add, count2(I.mul, x2, dx1), count2(I.mul, x1, dx2));
+      break;
+    default: {  // N_DIV: (/ x1 x2), (+ (* (/ 1 x2) dx1) (* (- 0 (/ x1 (* x2 x2))) dx2))
+      y = count2(I.div, x1, x2);
+      double d1 = count2(I.div, 1, x2), d2 = count2(I.sub, 0, count2(I.div, x1, count2(I.mul, x2, x2)));
+      t = count2(I.add, count2(I.mul, d1, dx1), count2(I.mul, d2, dx2));
+    }
   }
   return rf_result(p, y, t, a, b, out);
 }
@@ -395,12 +401,41 @@ bool rf_back(const RevNode* n, Value ys, Value* out, bool three) {
       count(I.sub, 2);
       b1 = yp, db1 = yt, b2 = 0 - yp, db2 = 0 - yt;
       break;
-    default:  // N_MUL: the transposes of (* x1 x2), (* x2 dx1) and (* x1 dx2)
+    case N_MUL:  // the transposes of (* x1 x2), (* x2 dx1) and (* x1 dx2)
       count(I.mul, 6);
       b1 = x2 * yp + dx2 * yt;
       b2 = x1 * yp + dx1 * yt;
       db1 = x2 * yt;
       db2 = x1 * yt;
+      break;
+    default: {  // N_DIV: the transposes, last node first, each as back_node_op gives it
+      RevNode node;
+      Value o[3];
+      auto bar = [&](NativeOp op, double a, double b, double y) {
+        node.x1 = Value::real(a);
+        node.x2 = Value::real(b);
+        back_node_op(op, &node, y, o, true);
+      };
+      double d1 = 1 / x2, s = x2 * x2, q = x1 / s, d2 = 0 - q;
+      bar(N_MUL, d2, dx2, yt);  // (* d2 dx2), its ȳ that of the tangent's sum
+      double d2_bar = o[1].as_real();
+      db2 = o[2].as_real();
+      bar(N_SUB, 0, q, d2_bar);  // (- 0 q)
+      double q_bar = o[2].as_real();
+      bar(N_DIV, x1, s, q_bar);  // (/ x1 s)
+      double b1_q = o[1].as_real(), s_bar = o[2].as_real();
+      bar(N_MUL, x2, x2, s_bar);  // (* x2 x2)
+      double b2_s1 = o[1].as_real(), b2_s2 = o[2].as_real();
+      bar(N_MUL, d1, dx1, yt);  // (* d1 dx1)
+      double d1_bar = o[1].as_real();
+      db1 = o[2].as_real();
+      bar(N_DIV, 1, x2, d1_bar);  // (/ 1 x2)
+      double b2_d1 = o[2].as_real();
+      bar(N_DIV, x1, x2, yp);  // (/ x1 x2)
+      double b1_y = o[1].as_real(), b2_y = o[2].as_real();
+      b1 = b1_y + b1_q;
+      b2 = ((b2_s1 + b2_s2) + b2_d1) + b2_y;
+    }
   }
   out[0] = prim_forward(p);
   Value s1 = make_bundle(Value::real(b1 + 0.0), Value::real(0.0 + db1));
@@ -1182,7 +1217,7 @@ void install_reverse_forward(Lambda* lam, Lambda* r) {
   }
   if (lam->native2 != fwd_binary2) return;
   NativeOp op = op_of(lam->native_prim);
-  if (op != N_ADD && op != N_SUB && op != N_MUL) return;
+  if (op != N_ADD && op != N_SUB && op != N_MUL && op != N_DIV) return;
   r->native_prim = lam->native_prim;
   r->native_split1 = rf_split1;
   r->native_split2 = rf_split2;

@@ -169,14 +169,15 @@ TEST_CASE("reverse over forward: a forward rule's backpropagator view gives what
   // a view that, looked at as a value, is made by running the transformed rule again)
   Interp& in = interp();
   run_on_big_stack(&in, [&] {
-    for (const char* name : {"+", "-", "*"}) {
+    for (const char* name : {"+", "-", "*", "/"}) {
       CAPTURE(name);
       Value rf = star_j(prim_forward(in.prim(name)));  // R:forward op
       Closure* c = static_cast<Closure*>(rf.as_obj());
       REQUIRE(bool(c->lambda->native_split2));
-      for (double yt : {6.0, -0.0}) {
-        Value a = star_j(make_bundle(Value::real(1.5), Value::real(2)));
-        Value b = star_j(make_bundle(Value::real(-0.0), Value::real(-4)));
+      for (double yt : {6.0, -0.0, 0.1}) {
+        CAPTURE(yt);
+        Value a = star_j(make_bundle(Value::real(yt == 0.1 ? 0.3 : 1.5), Value::real(2)));
+        Value b = star_j(make_bundle(Value::real(yt == 0.1 ? 0.7 : -0.0), Value::real(yt == 0.1 ? 1.1 : -4)));
         Value out[2];
         REQUIRE(c->lambda->native_split2(c, a, b, out));
         CHECK(out[1].is_view());
@@ -184,7 +185,7 @@ TEST_CASE("reverse over forward: a forward rule's backpropagator view gives what
         Value bp = materialize_view(out[1]);  // the rule's own, its operations not counted again
         CHECK(in.meter == counted);
         REQUIRE(is(bp, Kind::Closure));
-        Value ys = make_bundle(Value::real(yt == 6.0 ? 5.0 : -0.0), Value::real(yt));
+        Value ys = make_bundle(Value::real(yt == 6.0 ? 5.0 : yt == 0.1 ? 0.3 : -0.0), Value::real(yt));
         Value fast[2], own[2];
         REQUIRE(back_view(out[1], ys, fast));
         std::vector<uint64_t> after_fast = in.meter;
@@ -201,6 +202,54 @@ TEST_CASE("reverse over forward: a forward rule's backpropagator view gives what
           CHECK(static_cast<Bundle*>(f.as_obj())->tangent.bits == static_cast<Bundle*>(o.as_obj())->tangent.bits);
         }
       }
+    }
+  });
+}
+
+TEST_CASE("reverse over forward: the view's sums are the rule's own, bit for bit, on many arguments") {
+  // (the order in which a variable's several sensitivities are added matters for /, where x2 has
+  // four uses: random arguments find a wrong order at once)
+  Interp& in = interp();
+  run_on_big_stack(&in, [&] {
+    uint64_t seed = 12345;
+    auto next = [&] {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      return ((double)(seed >> 11) / (double)(1ull << 53)) * 8 - 4;
+    };
+    for (const char* name : {"*", "/", "sqrt", "log", "exp", "sin", "cos"}) {
+      CAPTURE(name);
+      Prim* p = in.prim(name);
+      Value rf = star_j(prim_forward(p));
+      Closure* c = static_cast<Closure*>(rf.as_obj());
+      int differ = 0;
+      for (int k = 0; k < 200; k++) {
+        double x1 = next(), dx1 = next(), x2 = next(), dx2 = next();
+        if (p->arity == 1) x1 = std::fabs(x1);
+        Value a = star_j(make_bundle(Value::real(x1), Value::real(dx1)));
+        Value b = star_j(make_bundle(Value::real(x2), Value::real(dx2)));
+        Value out[2];
+        bool made = p->arity == 1 ? c->lambda->native_split1(c, a, out) : c->lambda->native_split2(c, a, b, out);
+        REQUIRE(made);
+        Value ys = make_bundle(Value::real(next()), Value::real(next()));
+        Value fast[2], own[2];
+        REQUIRE(back_view(out[1], ys, fast));
+        back_call(materialize_view(out[1]), ys, own, Pos());
+        Value f = fast[1], o = force(own[1]);
+        if (p->arity == 2) {
+          f = cons(car(f), cdr(f));
+          o = cons(force(car(o)), force(cdr(o)));
+        } else {
+          f = cons(f, Value::nil());
+          o = cons(o, Value::nil());
+        }
+        for (Value side : {car(f), car(o)}) REQUIRE(is(side, Kind::Bundle));
+        for (int part = 0; part < (p->arity == 2 ? 2 : 1); part++) {
+          Bundle* fb = static_cast<Bundle*>((part ? cdr(f) : car(f)).as_obj());
+          Bundle* ob = static_cast<Bundle*>((part ? cdr(o) : car(o)).as_obj());
+          if (fb->primal.bits != ob->primal.bits || fb->tangent.bits != ob->tangent.bits) differ++;
+        }
+      }
+      CHECK(differ == 0);
     }
   });
 }
