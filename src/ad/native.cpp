@@ -189,32 +189,59 @@ inline bool bundle_of_bundles(Value v, Dual& x, Dual& dx) {
   return plain_bundle(b->primal, x.p, dx.p) && plain_bundle(b->tangent, x.t, dx.t);
 }
 
-Value fwd2_binary2(Closure* c, Value a, Value b) {
-  Dual x1, dx1, x2, dx2;
-  if (!bundle_of_bundles(a, x1, dx1) || !bundle_of_bundles(b, x2, dx2)) return Value::unbound();
-  Prim* p = prim_of(c);
-  const Ids& I = ids();
-  NativeOp op = op_of(p);
-  Dual y = dual(p->id, op, x1, x2), t;
-  auto add = [&](Dual a, Dual b) { return dual(I.add, N_ADD, a, b); };
-  auto mul = [&](Dual a, Dual b) { return dual(I.mul, N_MUL, a, b); };
-  switch (op) {
-    case N_ADD: t = add(dx1, dx2); break;                      // (+ dx1 dx2)
-    case N_SUB: t = dual(I.sub, N_SUB, dx1, dx2); break;       // (- dx1 dx2)
-    case N_MUL: t = add(mul(x2, dx1), mul(x1, dx2)); break;    // (+ (* x2 dx1) (* x1 dx2))
-    default: {  // N_DIV: (+ (* (/ 1 x2) dx1) (* (- 0 (/ x1 (* x2 x2))) dx2))
-      Dual d1 = dual(I.div, N_DIV, Dual{1, 0}, x2);
-      Dual d2 = dual(I.sub, N_SUB, Dual{0, 0}, dual(I.div, N_DIV, x1, mul(x2, x2)));
-      t = add(mul(d1, dx1), mul(d2, dx2));
-    }
-  }
-  return make_bundle(make_bundle(Value::real(y.p), Value::real(t.p)), make_bundle(Value::real(y.t), Value::real(t.t)));
-}
-
 Dual dual1(int id, NativeOp op, Dual a) {
   Dual r;
   fwd_unary_parts(current->prims[id], op, a.p, a.t, r.p, r.t);
   return r;
+}
+
+// The forms of the arithmetic primitives' forward rules (prims.cpp: fwd_binary's tangents from
+// partial_rules, fwd_unary's derivatives), written once and evaluated by E on its numbers N:
+// E::one and E::two apply the primitive with the given id and operation, E::k makes a constant.
+// (Forward over forward evaluates them on duals; reverse over forward on reals, its forward phase
+// counting each operation, its backward phase recomputing a derivative uncounted.)
+template <class E, class N>
+N rule_tangent(E& e, NativeOp op, N x1, N dx1, N x2, N dx2) {
+  const Ids& I = ids();
+  auto mul = [&](N a, N b) { return e.two(I.mul, N_MUL, a, b); };
+  switch (op) {
+    case N_ADD: return e.two(I.add, N_ADD, dx1, dx2);  // (+ dx1 dx2)
+    case N_SUB: return e.two(I.sub, N_SUB, dx1, dx2);  // (- dx1 dx2)
+    case N_MUL: return e.two(I.add, N_ADD, mul(x2, dx1), mul(x1, dx2));  // (+ (* x2 dx1) (* x1 dx2))
+    default: {  // N_DIV: (+ (* (/ 1 x2) dx1) (* (- 0 (/ x1 (* x2 x2))) dx2))
+      N d1 = e.two(I.div, N_DIV, e.k(1), x2);
+      N d2 = e.two(I.sub, N_SUB, e.k(0), e.two(I.div, N_DIV, x1, mul(x2, x2)));
+      return e.two(I.add, N_ADD, mul(d1, dx1), mul(d2, dx2));
+    }
+  }
+}
+
+template <class E, class N>
+N rule_derivative(E& e, NativeOp op, N x) {
+  const Ids& I = ids();
+  switch (op) {
+    case N_SQRT:  // (/ 1 (* 2 (sqrt x)))
+      return e.two(I.div, N_DIV, e.k(1), e.two(I.mul, N_MUL, e.k(2), e.one(I.sqrt_, N_SQRT, x)));
+    case N_EXP: return e.one(I.exp_, N_EXP, x);                           // (exp x)
+    case N_LOG: return e.two(I.div, N_DIV, e.k(1), x);                     // (/ 1 x)
+    case N_SIN: return e.one(I.cos_, N_COS, x);                           // (cos x)
+    default: return e.two(I.sub, N_SUB, e.k(0), e.one(I.sin_, N_SIN, x));  // N_COS: (- 0 (sin x))
+  }
+}
+
+struct DualForms {
+  Dual one(int id, NativeOp op, Dual a) { return dual1(id, op, a); }
+  Dual two(int id, NativeOp op, Dual a, Dual b) { return dual(id, op, a, b); }
+  Dual k(double c) { return Dual{c, 0}; }
+};
+
+Value fwd2_binary2(Closure* c, Value a, Value b) {
+  Dual x1, dx1, x2, dx2;
+  if (!bundle_of_bundles(a, x1, dx1) || !bundle_of_bundles(b, x2, dx2)) return Value::unbound();
+  Prim* p = prim_of(c);
+  DualForms e;
+  Dual y = dual(p->id, op_of(p), x1, x2), t = rule_tangent(e, op_of(p), x1, dx1, x2, dx2);
+  return make_bundle(make_bundle(Value::real(y.p), Value::real(t.p)), make_bundle(Value::real(y.t), Value::real(t.t)));
 }
 
 // The unary primitives whose forward-over-forward rule is made here, and their derivatives' forms.
@@ -226,16 +253,8 @@ Value fwd2_unary(Closure* c, Value b) {
   Prim* p = prim_of(c);
   const Ids& I = ids();
   NativeOp op = op_of(p);
-  Dual y = dual1(p->id, op, x), d;
-  switch (op) {
-    case N_SQRT:  // (/ 1 (* 2 (sqrt x)))
-      d = dual(I.div, N_DIV, Dual{1, 0}, dual(I.mul, N_MUL, Dual{2, 0}, dual1(I.sqrt_, N_SQRT, x)));
-      break;
-    case N_EXP: d = dual1(I.exp_, N_EXP, x); break;               // (exp x)
-    case N_LOG: d = dual(I.div, N_DIV, Dual{1, 0}, x); break;     // (/ 1 x)
-    case N_SIN: d = dual1(I.cos_, N_COS, x); break;               // (cos x)
-    default: d = dual(I.sub, N_SUB, Dual{0, 0}, dual1(I.sin_, N_SIN, x));  // N_COS: (- 0 (sin x))
-  }
+  DualForms e;
+  Dual y = dual1(p->id, op, x), d = rule_derivative(e, op, x);
   Dual t = dual(I.mul, N_MUL, d, dx);  // (* d dx)
   return make_bundle(make_bundle(Value::real(y.p), Value::real(t.p)), make_bundle(Value::real(y.t), Value::real(t.t)));
 }
@@ -285,24 +304,32 @@ bool rf_result(Prim* p, double y, double t, Value a, Value b, Value* out) {
   return true;
 }
 
+inline double count1(int id, double a) {
+  Prim* p = current->prims[id];
+  return p->fn1(p, Value::real(a)).as_real();
+}
+
+// The forms on reals: each operation counted (a forward phase), or not (recomputed later).
+struct RealForms {
+  bool counted;
+  double one(int id, NativeOp op, double a) {
+    if (counted) return count1(id, a);
+    return op == N_SQRT ? std::sqrt(a) : op == N_EXP ? std::exp(a) : op == N_SIN ? std::sin(a) : std::cos(a);
+  }
+  double two(int id, NativeOp op, double a, double b) {
+    if (counted) return count2(id, a, b);
+    return op == N_ADD ? a + b : op == N_SUB ? a - b : op == N_MUL ? a * b : a / b;
+  }
+  double k(double c) { return c; }
+};
+
 bool rf_split2(Closure* c, Value a, Value b, Value* out) {
   double x1, dx1, x2, dx2, y, t;
   if (rf_body_only || !reverse_bundle(a, x1, dx1) || !reverse_bundle(b, x2, dx2)) return false;
   Prim* p = prim_of(c);
-  const Ids& I = ids();
-  switch (op_of(p)) {
-    case N_ADD: y = count2(I.add, x1, x2); t = count2(I.add, dx1, dx2); break;
-    case N_SUB: y = count2(I.sub, x1, x2); t = count2(I.sub, dx1, dx2); break;
-    case N_MUL:  // (* x1 x2), (+ (* x2 dx1) (* x1 dx2))
-      y = count2(I.mul, x1, x2);
-      t = count2(I.add, count2(I.mul, x2, dx1), count2(I.mul, x1, dx2));
-      break;
-    default: {  // N_DIV: (/ x1 x2), (+ (* (/ 1 x2) dx1) (* (- 0 (/ x1 (* x2 x2))) dx2))
-      y = count2(I.div, x1, x2);
-      double d1 = count2(I.div, 1, x2), d2 = count2(I.sub, 0, count2(I.div, x1, count2(I.mul, x2, x2)));
-      t = count2(I.add, count2(I.mul, d1, dx1), count2(I.mul, d2, dx2));
-    }
-  }
+  RealForms e{true};
+  y = e.two(p->id, op_of(p), x1, x2);
+  t = rule_tangent(e, op_of(p), x1, dx1, x2, dx2);
   return rf_result(p, y, t, a, b, out);
 }
 
@@ -311,39 +338,14 @@ bool rf_split1(Closure* c, Value v, Value* out) {
   return is_pair(v) && rf_split2(c, car(v), cdr(v), out);
 }
 
-inline double count1(int id, double a) {
-  Prim* p = current->prims[id];
-  return p->fn1(p, Value::real(a)).as_real();
-}
-
-// The derivative d of unary primitive op at x as its forward rule computes it (prims.cpp
-// make_builtin_prims), each operation counted when `counted`.
-double rule_derivative(NativeOp op, double x, bool counted) {
-  const Ids& I = ids();
-  auto one = [&](int id, NativeOp o, double a) {
-    if (counted) return count1(id, a);
-    return o == N_SQRT ? std::sqrt(a) : o == N_EXP ? std::exp(a) : o == N_SIN ? std::sin(a) : std::cos(a);
-  };
-  auto two = [&](int id, double a, double b) {
-    if (counted) return count2(id, a, b);
-    return id == I.mul ? a * b : id == I.div ? a / b : a - b;
-  };
-  switch (op) {
-    case N_SQRT: return two(I.div, 1, two(I.mul, 2, one(I.sqrt_, N_SQRT, x)));  // (/ 1 (* 2 (sqrt x)))
-    case N_EXP: return one(I.exp_, N_EXP, x);                                  // (exp x)
-    case N_LOG: return two(I.div, 1, x);                                       // (/ 1 x)
-    case N_SIN: return one(I.cos_, N_COS, x);                                  // (cos x)
-    default: return two(I.sub, 0, one(I.sin_, N_SIN, x));                      // N_COS: (- 0 (sin x))
-  }
-}
-
 bool rf_split1u(Closure* c, Value v, Value* out) {
   double x, dx;
   if (rf_body_only || !reverse_bundle(v, x, dx)) return false;
   Prim* p = prim_of(c);
   NativeOp op = op_of(p);
+  RealForms e{true};
   double y = count1(p->id, x);
-  double t = count2(ids().mul, rule_derivative(op, x, true), dx);  // (* d dx)
+  double t = count2(ids().mul, rule_derivative(e, op, x), dx);  // (* d dx)
   return rf_result(p, y, t, v, Value::nil(), out);
 }
 
@@ -381,7 +383,8 @@ bool rf_back(const RevNode* n, Value ys, Value* out, bool three) {
   if (p->arity == 1) {  // (bundle (op x) (perturb (* d dx))), d the derivative's expression
     if (!plain_bundle(ys, yp, yt) || !reverse_bundle(n->x1, x1, dx1)) return false;
     NativeOp op = op_of(p);
-    double d = rule_derivative(op, x1, false);
+    RealForms e{false};
+    double d = rule_derivative(e, op, x1);
     count(I.mul, 2);  // (* d dx) on ȳt
     double d_bar = dx1 * yt, dx_bar = d * yt;
     double x_bar_d = rule_derivative_bar(op, x1, d_bar);
