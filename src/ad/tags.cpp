@@ -703,12 +703,18 @@ bool is_tangent_fn(Value v) { return is(v, Kind::Closure) && as_closure(v)->lamb
 
 Value forward_part(const char* who, Value v, int part);
 
+Value bundle_raw(Value p, Value t);
+
+// The bundle of two pairs: the pair of their parts' bundles.
+Value bundle_pairs(Value p, Value t) {
+  return memo_pair(bundle_memo, p, t, [&] { return cons(bundle_raw(car(p), car(t)), bundle_raw(cdr(p), cdr(t))); });
+}
+
 // bundle with the tangent already unwrapped from its perturbation tag.
 Value bundle_raw(Value p, Value t) {
   // (the common cases first, as the general way below takes them: two reals, two pairs)
   if (p.is_real() && t.is_real()) return make_bundle(p, t);
-  if (is(p, Kind::Pair) && is(t, Kind::Pair))
-    return memo_pair(bundle_memo, p, t, [&] { return cons(bundle_raw(car(p), car(t)), bundle_raw(cdr(p), cdr(t))); });
+  if (is(p, Kind::Pair) && is(t, Kind::Pair)) return bundle_pairs(p, t);
   p = unview(p);
   if (is_zero_view(t) && is(p, Kind::Pair)) {  // (j*): the parts of the zero, not the zero made
     Pair* q = static_cast<Pair*>(view_obj(t));
@@ -740,7 +746,7 @@ Value bundle_raw(Value p, Value t) {
   switch (kind_of(p)) {
     case Kind::Pair:
       if (!is_pair(t)) nonconform("bundle", p, t);
-      return memo_pair(bundle_memo, p, t, [&] { return cons(bundle_raw(car(p), car(t)), bundle_raw(cdr(p), cdr(t))); });
+      return bundle_pairs(p, t);
     case Kind::Bundle:
     case Kind::Reverse:
     case Kind::Perturbation:
