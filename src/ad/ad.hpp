@@ -155,6 +155,8 @@ Native2 fwd_binary_form();
 using Native1 = Value (*)(Closure*, Value);
 Native1 fwd_unary_form();
 Value const_real_view();
+// The zero backpropagator of null? or pair? (any predicate) applied to () (rev_const_s).
+Value const_nil_view();
 // x̄ = ȳ f'(x), boxed, from the node of a unary primitive f (its backpropagator's work, metered
 // as back_node meters it), or 0 for the node of another primitive. Allocates nothing.
 uint64_t unary_node_bar(const RevNode* n, double y);

@@ -485,6 +485,9 @@ const Value kConstRealView = Value((1ull << 48) | 16 | kViewBpConst, 0);
 // The zero backpropagator of the prelude's equal? (reverse, first level) applied to two plain
 // reverse reals: what zero_backpropagator(its closure, (a . b)) makes, without making it.
 const Value kEqualRealsView = Value((1ull << 48) | 32 | kViewBpConst, 0);
+// The zero backpropagator of a predicate applied to () (a list walk's end: null? of it): what
+// zero_bp_lambda's closure over () gives, (() . ()), without making it.
+const Value kConstNilView = Value((1ull << 48) | 64 | kViewBpConst, 0);
 
 // (The small ones, in memory the collector scans and never frees.)
 std::atomic<uint64_t> small_leaf_table[kSmallLeafMax - kSmallLeafMin];
@@ -567,6 +570,7 @@ namespace {
 // its argument xr: a view of xr when xr is an object, else the closure.
 Value arg_view(Closure* c, Value xr, ViewTag tag) {
   if (xr.is_obj()) return view_of(xr, tag);
+  if (xr.is_nil() && tag == kViewBpConst) return kConstNilView;  // (its bp: zero_bp_lambda())
   if (is_j_view(xr)) {  // the argument is itself a view of *j of a pair P: a view of P
     Value p = Value::obj(view_obj(xr));
     uint64_t t = view_tag(xr);
@@ -1018,6 +1022,7 @@ uint64_t unary_node_bar(const RevNode* n, double y) {
   return out[1].bits;
 }
 Value const_real_view() { return kConstRealView; }
+Value const_nil_view() { return kConstNilView; }
 
 namespace {
 // A reverse pair at the first level as list-ref's walk meets it: a pair, or a view of *j of one.
@@ -1272,6 +1277,10 @@ Value materialize_view(Value v) {
     return star_j(j_view_part(v));
   }
   Interp& in = *current;
+  if (v == kConstNilView) {
+    Value nil = Value::nil();
+    return make_closure(zero_bp_lambda(), &nil, 1);
+  }
   if ((v.bits >> 48) == 1) {  // kConstPairView: a comparison of two reverse reals (kConstRealView: of one)
     Value xr = v.bits & 16 ? star_j(Value::real(0)) : cons(star_j(Value::real(0)), star_j(Value::real(0)));
     if (v.bits & 32) return zero_backpropagator(closure_of(reverse_transform(in.equal_p), nullptr), xr);
@@ -1305,6 +1314,7 @@ Value materialize_view(Value v) {
 
 bool back_view(Value bp, Value y, Value* out, bool three) {
   if (bp == kEqualRealsView) return false;  // (never called in practice: the value is a boolean)
+  if (bp == kConstNilView) return !three && result(out, Value::nil());
   if ((bp.bits >> 48) == 1) {
     if (!(bp.bits & 16)) return result2(out, 0, 0, three);
     if (three) return false;

@@ -1527,14 +1527,21 @@ struct Emitter {
   // x, x2 = (value . backpropagator) of the reverse version of p, as rev_const_s makes them:
   // zero?, positive? or negative? of a reverse real (a node or a constant leaf holding a real),
   // #t or #f and the view kViewBpConst of the argument; null? or pair? of a pair (the same view)
-  // or of (*j P) of a pair P (the view kViewBpConstJ of P). rax = the callee (a closure), rdx =
+  // or of (*j P) of a pair P (the view kViewBpConstJ of P), or of () (const_nil_view()). rax = the callee (a closure), rdx =
   // its lambda, rdi = its native_split1; anything else falls through, registers unchanged.
   void emit_test_split(const Instr* ip, Prim* p, Label done) {
     Label other = a.newLabel();
     rule_guard(p, other);
     load(xr::rcx, ip->b);
     if (p->name == intern("null?") || p->name == intern("pair?")) {
-      Label view = a.newLabel(), stored = a.newLabel();
+      Label view = a.newLabel(), stored = a.newLabel(), not_nil = a.newLabel();
+      // () (a walk's end): the other truth value and the static view const_nil_view()
+      a.cmp(xr::rcx, (int32_t)Value::kNil);
+      a.jne(not_nil);
+      a.mov(xr::r9d, (int32_t)(p->name == intern("pair?") ? Value::kFalse : Value::kTrue));
+      a.mov(xr::rcx, const_nil_view().bits);
+      a.jmp(stored);
+      a.bind(not_nil);
       a.mov(xr::r9d, (int32_t)(p->name == intern("pair?") ? Value::kTrue : Value::kFalse));
       object_or_view(xr::rcx, xr::r8, other, view);
       a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
