@@ -595,6 +595,58 @@ struct Emitter {
     arg3_cdr = i3;
   }
 
+  // The frame's record for a self tail call, as vlad_jit_self_tail makes it (Ctrl-C checked, the
+  // callee in rax and the call site noted as note_tail_call notes it): inline, the call only when
+  // an interrupt is pending (or the layout is out of reach).
+  void emit_self_tail_frame(const Instr* ip) {
+    Label slow_tail = a.newLabel(), noted = a.newLabel();
+    auto call_tail = [&] {
+      a.bind(slow_tail);
+      a.mov(xr::rdi, kEx);
+      a.mov(xr::rsi, (uint64_t)ip);
+      call((const void*)&vlad_jit_self_tail);
+      check_continue();
+    };
+    if (!enter.ok || !depth_offset_ok) {
+      call_tail();
+      return;
+    }
+    a.mov(xr::rdi, xr::qword_ptr(kWork, enter.current));
+    a.cmp(xr::byte_ptr(xr::rdi, enter.interrupt), 0);
+    a.jne(slow_tail);
+    a.mov(xr::rcx, xr::qword_ptr(kWork, depth_offset));
+    a.imul(xr::rcx, xr::rcx, enter.record_bytes);
+    a.add(xr::rcx, xr::qword_ptr(kWork, enter.records));
+    a.mov(xr::qword_ptr(xr::rcx), xr::rax);  // rec->f
+    const Pos& pos = ip->src->pos;
+    static const char* const prelude_file = intern("<prelude>");
+    static const char* const rules_file = intern("<rules>");
+    if (pos.file == prelude_file || pos.file == rules_file) {
+      // a site inside the prelude or the rules replaces only such a site, or none
+      Label write = a.newLabel();
+      a.mov(xr::rdi, xr::qword_ptr(xr::rcx, enter.record_pos));
+      a.test(xr::rdi, xr::rdi);
+      a.jz(write);
+      a.mov(xr::rdx, (uint64_t)prelude_file);
+      a.cmp(xr::rdi, xr::rdx);
+      a.je(write);
+      a.mov(xr::rdx, (uint64_t)rules_file);
+      a.cmp(xr::rdi, xr::rdx);
+      a.jne(noted);
+      a.bind(write);
+    }
+    uint64_t line_col = (uint64_t)(uint32_t)pos.line | (uint64_t)(uint32_t)pos.col << 32;
+    a.mov(xr::rdi, (uint64_t)pos.file);
+    a.mov(xr::qword_ptr(xr::rcx, enter.record_pos), xr::rdi);
+    a.mov(xr::rdi, line_col);
+    a.mov(xr::qword_ptr(xr::rcx, enter.record_pos + 8), xr::rdi);
+    a.bind(noted);
+    cold([&] {
+      call_tail();
+      a.jmp(noted);
+    });
+  }
+
   void emit_self_tail(const Instr* ip) {
     Label slow = a.newLabel();
     bool three = ip == pair_deferred && arg3_car;  // the argument's three parts, no pair
@@ -606,10 +658,7 @@ struct Emitter {
     a.jne(slow);
     a.mov(xr::qword_ptr(kEx, offsetof(Exec, self)), xr::rax);
     count(offsetof(WorkCounters, applications));
-    a.mov(xr::rdi, kEx);
-    a.mov(xr::rsi, (uint64_t)ip);
-    call((const void*)&vlad_jit_self_tail);
-    check_continue();
+    emit_self_tail_frame(ip);
     if (ip->chain_call) {
       // op_app's chain call: the backpropagator with a hole (made first), linked here to the
       // chain this loop makes (Exec::pend_first), as apply_core links a ChainTail's
