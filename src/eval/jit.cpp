@@ -370,8 +370,9 @@ struct Emitter {
     a.add(xr::qword_ptr(kWork, (int32_t)field_offset), (int32_t)n);
   }
   // Jumps to `fail` unless g holds a real; leaves it unboxed in xmm.
-  void unbox(const xr::Gp& g, const xr::Xmm& x, Label fail) {
-    a.mov(xr::r8, kOffset);
+  // (r8_set: r8 holds kOffset already)
+  void unbox(const xr::Gp& g, const xr::Xmm& x, Label fail, bool r8_set = false) {
+    if (!r8_set) a.mov(xr::r8, kOffset);
     a.cmp(g, xr::r8);
     a.jb(fail);
     a.sub(g, xr::r8);
@@ -387,30 +388,37 @@ struct Emitter {
       default: break;
     }
   }
-  // rax = the boxed real in xmm0 (or x) (NaNs canonical, as Value::real makes them). Clobbers r8.
-  void box(const xr::Xmm& x = xr::xmm0) {
+  // rax = the boxed real in xmm0 (or x) (NaNs canonical, as Value::real makes them). Clobbers r8
+  // (r8_set: it holds kOffset already).
+  void box(const xr::Xmm& x = xr::xmm0, bool r8_set = false) {
     Label ok = a.newLabel();
     a.movq(xr::rax, x);
     a.ucomisd(x, x);
     a.jnp(ok);
     a.mov(xr::rax, kCanonicalNaN);
     a.bind(ok);
-    a.mov(xr::r8, kOffset);
+    if (!r8_set) a.mov(xr::r8, kOffset);
     a.add(xr::rax, xr::r8);
   }
   // Jumps to `fail` unless rax holds an object (Value::is_obj) of kind k. Clobbers rdx.
   void kind_guard(Kind k, Label fail) { kind_guard_of(xr::rax, xr::rdx, k, fail); }
   // The same for register v, with t as scratch.
-  void kind_guard_of(const xr::Gp& v, const xr::Gp& t, Kind k, Label fail) {
-    a.test(v.r8(), 15);
-    a.jnz(fail);
-    a.cmp(v, 0xff);
-    a.jbe(fail);
-    a.mov(t, v);
-    a.shr(t, 48);
-    a.jnz(fail);
+  void kind_guard_of(const xr::Gp& v, const xr::Gp& t, Kind k, Label fail, bool low_bits_checked = false) {
+    if (!low_bits_checked) {
+      a.test(v.r8(), 15);
+      a.jnz(fail);
+    }
+    object_range_guard(v, t, fail);
     a.cmp(xr::dword_ptr(v, (int32_t)offsetof(Obj, kind)), (int32_t)k);
     a.jne(fail);
+  }
+  // v, whose four low bits are zero, is an object's address: in [0x100, 2^48) (Value::is_obj).
+  // v - 0x100 is below 2^48 exactly then, but for v in [2^48, 2^48 + 0x100): the immediate views
+  // there all have the tag kViewBpConst, so no value with four low zero bits is there.
+  void object_range_guard(const xr::Gp& v, const xr::Gp& t, Label fail) {
+    a.lea(t, xr::ptr(v, -0x100));
+    a.shr(t, 48);
+    a.jnz(fail);
   }
   void pair_guard(Label fail) { kind_guard(Kind::Pair, fail); }
   // To `to` when register v holds (), #f or #t (their own zero, their own *j).
@@ -462,6 +470,13 @@ struct Emitter {
       if (w->x == r || (w->split && (w->x2 == r || (w->split3 && w->x3 == r)))) return w;
     }
     return nullptr;
+  }
+
+  // Whether slot r holds the constant v here: its last writer in scope is a Const of v (the
+  // callee of `(k x)` in A-normal form, k a primitive), so a guard on it would always pass.
+  bool holds_const(int r, Value v) {
+    const Instr* w = writer(r);
+    return w && w->op == Op::Const && w->k() == v;
   }
 
   Prim* known_prim(int r) {
@@ -651,12 +666,18 @@ struct Emitter {
     Label slow = a.newLabel();
     bool three = ip == pair_deferred && arg3_car;  // the argument's three parts, no pair
     if (!three) make_deferred_pair(ip);
+    // the callee a self_ref lambda made: the running closure itself (Exec::self, its environment
+    // in kEnv already), no guard
+    const Instr* w = writer(ip->a);
+    bool known_self = w && w->op == Op::Lambda && w->self_ref;
     load(xr::rax, ip->a);
-    kind_guard(Kind::Closure, slow);
-    a.mov(xr::rcx, (uint64_t)top->lam);
-    a.cmp(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
-    a.jne(slow);
-    a.mov(xr::qword_ptr(kEx, offsetof(Exec, self)), xr::rax);
+    if (!known_self) {
+      kind_guard(Kind::Closure, slow);
+      a.mov(xr::rcx, (uint64_t)top->lam);
+      a.cmp(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
+      a.jne(slow);
+      a.mov(xr::qword_ptr(kEx, offsetof(Exec, self)), xr::rax);
+    }
     count(offsetof(WorkCounters, applications));
     emit_self_tail_frame(ip);
     if (ip->chain_call) {
@@ -694,9 +715,11 @@ struct Emitter {
       a.mov(xr::rax, xr::qword_ptr(kEx, offsetof(Exec, arg)));
     }
     // the callee's environment (its arguments were read from the caller's)
-    a.mov(xr::rdx, xr::qword_ptr(kEx, offsetof(Exec, self)));
-    a.lea(kEnv, xr::qword_ptr(xr::rdx, closure_env));
-    a.mov(xr::qword_ptr(kEx, offsetof(Exec, env)), kEnv);
+    if (!known_self) {
+      a.mov(xr::rdx, xr::qword_ptr(kEx, offsetof(Exec, self)));
+      a.lea(kEnv, xr::qword_ptr(xr::rdx, closure_env));
+      a.mov(xr::qword_ptr(kEx, offsetof(Exec, env)), kEnv);
+    }
     count(offsetof(WorkCounters, steps), top->n);
     if (three) {  // (in the order instructions 0-3 write them)
       store(arg_car->x, xr::rax);
@@ -1173,10 +1196,12 @@ struct Emitter {
     }
     make_deferred_pair(ip);
     Label slow = a.newLabel(), prim_slow = a.newLabel(), done = a.newLabel();
-    load(xr::rax, ip->a);
-    a.mov(xr::rdx, (uint64_t)p);
-    a.cmp(xr::rax, xr::rdx);
-    a.jne(slow);
+    if (!holds_const(ip->a, Value::obj(p))) {
+      load(xr::rax, ip->a);
+      a.mov(xr::rdx, (uint64_t)p);
+      a.cmp(xr::rax, xr::rdx);
+      a.jne(slow);
+    }
     emit_prim(ip, p, form, ip->tail ? slow : prim_slow);  // its value in rax
     store(ip->x, xr::rax);
     count(offsetof(WorkCounters, applications));
@@ -2510,10 +2535,12 @@ struct Emitter {
   // A primitive known when compiling, with no inline form: called without op_app's dispatch.
   void emit_prim_call(const Instr* ip, Prim* p) {
     guarded(ip, [&](Label slow) {
-      load(xr::rax, ip->a);
-      a.mov(xr::rdx, (uint64_t)p);
-      a.cmp(xr::rax, xr::rdx);
-      a.jne(slow);
+      if (!holds_const(ip->a, Value::obj(p))) {
+        load(xr::rax, ip->a);
+        a.mov(xr::rdx, (uint64_t)p);
+        a.cmp(xr::rax, xr::rdx);
+        a.jne(slow);
+      }
       a.mov(xr::rdi, kEx);
       a.mov(xr::rsi, (uint64_t)ip);
       call((const void*)&vlad_jit_prim);
@@ -2741,11 +2768,11 @@ struct Emitter {
       default:  // + - * / and the comparisons, on unboxed reals
         load_pair_args(ip, slow);
         unbox(xr::rax, xr::xmm0, slow);
-        unbox(xr::rcx, xr::xmm1, slow);
+        unbox(xr::rcx, xr::xmm1, slow, true);
         a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
         if (form <= Inline::Div) {
           arith(form, xr::xmm0, xr::xmm1);
-          box();
+          box(xr::xmm0, true);
           return;
         }
         compare(form);
@@ -2775,8 +2802,8 @@ struct Emitter {
   }
 
   // rax = car or cdr of the pair in rax (else `fail`).
-  void load_part(bool car_side, Label fail) {
-    pair_guard(fail);
+  void load_part(bool car_side, Label fail, bool low_bits_checked = false) {
+    kind_guard_of(xr::rax, xr::rdx, Kind::Pair, fail, low_bits_checked);
     a.mov(xr::rax, xr::qword_ptr(xr::rax, car_side ? pair_car : pair_cdr));
   }
 
@@ -2787,24 +2814,26 @@ struct Emitter {
       load(xr::rax, ip->a);
       a.test(xr::al, 15);
       a.jnz(view);
-      load_part(car_side, slow);
+      load_part(car_side, slow, true);
       store(ip->x, xr::rax);
-      a.jmp(done);
-      // a part of (*j P), lazily (op_car_cdr's second case): the shared stub
-      a.bind(view);
-      a.mov(xr::rcx, xr::rax);
-      const void* stub = j_part_stub(!car_side);
-      if (stub) {
-        call(stub);
-        a.test(xr::r9, xr::r9);
-        a.jz(slow);
-      } else {
-        a.shr(xr::rax, 48);
-        a.jnz(slow);
-        j_part_of_view(!car_side, slow);
-      }
-      store(ip->x, xr::r9);
       a.bind(done);
+      // a part of (*j P), lazily (op_car_cdr's second case): the shared stub, out of line
+      cold([&] {
+        a.bind(view);
+        a.mov(xr::rcx, xr::rax);
+        const void* stub = j_part_stub(!car_side);
+        if (stub) {
+          call(stub);
+          a.test(xr::r9, xr::r9);
+          a.jz(slow);
+        } else {
+          a.shr(xr::rax, 48);
+          a.jnz(slow);
+          j_part_of_view(!car_side, slow);
+        }
+        store(ip->x, xr::r9);
+        a.jmp(done);
+      });
     });
   }
 
