@@ -479,6 +479,15 @@ struct Emitter {
     return w && w->op == Op::Const && w->k() == v;
   }
 
+  // The lambda of the closure slot r holds here when it is a constant (holds_const): its kind and
+  // lambda need no guard. (A rule lambda's native forms are set when its rules are made, before
+  // any code calls it, and never change.)
+  Lambda* const_closure_lambda(int r) {
+    const Instr* w = writer(r);
+    if (!w || w->op != Op::Const || !is(w->k(), Kind::Closure)) return nullptr;
+    return static_cast<Closure*>(w->k().as_obj())->lambda;
+  }
+
   Prim* known_prim(int r) {
     if (const Instr* w = writer(r)) {
       Value v;
@@ -822,13 +831,16 @@ struct Emitter {
   // `split2`, and its operands b, b2 two plain reverse reals: x1, x2 = them, r10 / r11 = whether
   // each is a constant leaf; anything else jumps to `fail`.
   void rev_rule_args(const Instr* ip, Prim* p, const void* split2, const xr::Xmm& x1, const xr::Xmm& x2, Label fail) {
-    load(xr::rax, ip->a);
-    kind_guard(Kind::Closure, fail);
-    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-    rule_guard(p, fail);
-    a.mov(xr::rcx, (uint64_t)split2);
-    a.cmp(xr::qword_ptr(xr::rdx, lambda_split2), xr::rcx);
-    a.jne(fail);
+    Lambda* kl = const_closure_lambda(ip->a);
+    if (!kl || kl->native_prim != p || (const void*)kl->native_split2 != split2) {
+      load(xr::rax, ip->a);
+      kind_guard(Kind::Closure, fail);
+      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      rule_guard(p, fail);
+      a.mov(xr::rcx, (uint64_t)split2);
+      a.cmp(xr::qword_ptr(xr::rdx, lambda_split2), xr::rcx);
+      a.jne(fail);
+    }
     load(xr::rax, ip->b);
     rev_real(xr::rax, x1, xr::r10, fail);
     load(xr::rcx, ip->b2);
@@ -1518,14 +1530,19 @@ struct Emitter {
     a.bind(own);
   }
 
-  void emit_projection_split(const Instr* ip, Label done) {
+  // (known: the callee's native_split1 when known when compiling, which is car's or cdr's)
+  void emit_projection_split(const Instr* ip, Label done, const void* known = nullptr) {
     Label other = a.newLabel(), is_car = a.newLabel();
-    a.mov(xr::r8, (uint64_t)rev_car_split());
-    a.cmp(xr::rdi, xr::r8);
-    a.je(is_car);
-    a.mov(xr::r8, (uint64_t)rev_cdr_split());
-    a.cmp(xr::rdi, xr::r8);
-    a.jne(other);
+    if (known == (const void*)rev_car_split()) {
+      a.jmp(is_car);
+    } else if (!known) {
+      a.mov(xr::r8, (uint64_t)rev_car_split());
+      a.cmp(xr::rdi, xr::r8);
+      a.je(is_car);
+      a.mov(xr::r8, (uint64_t)rev_cdr_split());
+      a.cmp(xr::rdi, xr::r8);
+      a.jne(other);
+    }
     for (int cdr = 1; cdr >= 0; cdr--) {
       if (!cdr) a.bind(is_car);
       Label j_view = a.newLabel(), part_done = a.newLabel();
@@ -1559,12 +1576,14 @@ struct Emitter {
   // itself computes (and meters) y, which goes into a node holding x (its backpropagator its
   // view kViewBpNode) or, for a constant leaf, a constant leaf (the zero backpropagator).
   // rax = the callee, rdx = its lambda, rdi = its native_split1; else falls through, unchanged.
-  void emit_unary_split(const Instr* ip, Prim* p, Label done) {
+  void emit_unary_split(const Instr* ip, Prim* p, Label done, Lambda* known = nullptr) {
     Label other = a.newLabel(), leaf = a.newLabel(), made = a.newLabel();
-    rule_guard(p, other);
-    a.mov(xr::r8, (uint64_t)rev_unary_split());
-    a.cmp(xr::rdi, xr::r8);
-    a.jne(other);
+    if (!known || known->native_prim != p || known->native_split1 != rev_unary_split()) {
+      rule_guard(p, other);
+      a.mov(xr::r8, (uint64_t)rev_unary_split());
+      a.cmp(xr::rdi, xr::r8);
+      a.jne(other);
+    }
     load(xr::rcx, ip->b);
     rev_real(xr::rcx, xr::xmm0, xr::r10, other);  // (clobbers rdx: the lambda is not needed now)
     a.sub(xr::rsp, 16);
@@ -1603,9 +1622,9 @@ struct Emitter {
   // #t or #f and the view kViewBpConst of the argument; null? or pair? of a pair (the same view)
   // or of (*j P) of a pair P (the view kViewBpConstJ of P), or of () (const_nil_view()). rax = the callee (a closure), rdx =
   // its lambda, rdi = its native_split1; anything else falls through, registers unchanged.
-  void emit_test_split(const Instr* ip, Prim* p, Label done) {
+  void emit_test_split(const Instr* ip, Prim* p, Label done, Lambda* known = nullptr) {
     Label other = a.newLabel();
-    rule_guard(p, other);
+    if (!known || known->native_prim != p || known->native_split1 != rev_const_split()) rule_guard(p, other);
     load(xr::rcx, ip->b);
     if (p->name == intern("null?") || p->name == intern("pair?")) {
       Label view = a.newLabel(), stored = a.newLabel(), not_nil = a.newLabel();
@@ -1939,8 +1958,13 @@ struct Emitter {
         a.jmp(done);
         a.bind(not_prim);
       }
-      kind_guard(Kind::Closure, slow);
-      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      Lambda* kl = raw ? nullptr : const_closure_lambda(ip->a);
+      if (kl) {
+        a.mov(xr::rdx, (uint64_t)kl);
+      } else {
+        kind_guard(Kind::Closure, slow);
+        a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      }
       if (raw) {
         a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_raw_variant));
         a.test(xr::rdx, xr::rdx);
@@ -1955,13 +1979,20 @@ struct Emitter {
       if (!raw && ip->split && met(ip, kSeenNative)) {  // a callee with a native forward phase: called here (run_split's first case)
         Label no_split = a.newLabel();
         bool two = ip->op2 == AppPair;
-        a.mov(xr::rdi, xr::qword_ptr(xr::rdx, two ? lambda_split2 : lambda_split1));
-        a.test(xr::rdi, xr::rdi);
-        a.jz(no_split);
+        const void* ks = kl ? (two ? (const void*)kl->native_split2 : (const void*)kl->native_split1) : nullptr;
+        if (ks) {
+          a.mov(xr::rdi, (uint64_t)ks);
+        } else {
+          a.mov(xr::rdi, xr::qword_ptr(xr::rdx, two ? lambda_split2 : lambda_split1));
+          a.test(xr::rdi, xr::rdi);
+          a.jz(no_split);
+        }
         if (!two) {
-          emit_projection_split(ip, done);
-          if (Prim* p = known_rev_test(ip->a)) emit_test_split(ip, p, done);
-          if (Prim* p = known_rev_unary(ip->a)) emit_unary_split(ip, p, done);
+          // (with the callee known, only the form that applies)
+          if (!ks || ks == (const void*)rev_car_split() || ks == (const void*)rev_cdr_split())
+            emit_projection_split(ip, done, ks);
+          if (Prim* p = known_rev_test(ip->a)) emit_test_split(ip, p, done, kl);
+          if (Prim* p = known_rev_unary(ip->a)) emit_unary_split(ip, p, done, kl);
         }
         a.sub(xr::rsp, 16);  // out[2]
         a.mov(xr::rsi, xr::rax);
@@ -2807,15 +2838,34 @@ struct Emitter {
     a.mov(xr::rax, xr::qword_ptr(xr::rax, car_side ? pair_car : pair_cdr));
   }
 
+  // A car and a cdr (or two of either) of one slot in a row (A-normal form's taking apart):
+  // when the first finds a pair, it stores both parts and jumps over the second (fuse_after,
+  // bound after the second's own code, which every other way in runs).
+  const Instr* fuse_next = nullptr;
+  Label fuse_after;
+
   void emit_car_cdr(const Instr* ip) {
+    const Instr* nx = next_ip;
+    bool fuse = !fuse_next && nx && (nx->op == Op::Car || nx->op == Op::Cdr) && nx->a == ip->a && ip->x != ip->a;
     guarded(ip, [&](Label slow) {
       Label view = a.newLabel(), done = a.newLabel();
       bool car_side = ip->op == Op::Car;
       load(xr::rax, ip->a);
       a.test(xr::al, 15);
       a.jnz(view);
-      load_part(car_side, slow, true);
-      store(ip->x, xr::rax);
+      if (fuse) {
+        kind_guard_of(xr::rax, xr::rdx, Kind::Pair, slow, true);
+        a.mov(xr::rcx, xr::qword_ptr(xr::rax, nx->op == Op::Car ? pair_car : pair_cdr));
+        a.mov(xr::rax, xr::qword_ptr(xr::rax, car_side ? pair_car : pair_cdr));
+        store(ip->x, xr::rax);
+        store(nx->x, xr::rcx);
+        fuse_next = nx;
+        fuse_after = a.newLabel();
+        a.jmp(fuse_after);
+      } else {
+        load_part(car_side, slow, true);
+        store(ip->x, xr::rax);
+      }
       a.bind(done);
       // a part of (*j P), lazily (op_car_cdr's second case): the shared stub, out of line
       cold([&] {
@@ -3030,6 +3080,10 @@ struct Emitter {
       default: step(ip); break;
     }
     scope.push_back(ip);
+    if (ip == fuse_next) {  // (the second of a fused car/cdr pair: emit_car_cdr)
+      a.bind(fuse_after);
+      fuse_next = nullptr;
+    }
   }
 
   void dump(const Code* c) {
@@ -3177,6 +3231,15 @@ void perf_map(void* fn, size_t size, const Lambda* lam) {
   if (lam && lam->raw_bp) name += "(bp)";
   fprintf(f, "%lx %zx %s\n", (unsigned long)(uintptr_t)fn, size, name.c_str());
   fflush(f);
+  // VLAD_PERF_MAP=2: the code's bytes too, /tmp/vlad-jit-PID-ADDRESS.bin (objdump -b binary)
+  if (getenv("VLAD_PERF_MAP")[0] == '2') {
+    char path[96];
+    snprintf(path, sizeof path, "/tmp/vlad-jit-%d-%lx.bin", (int)getpid(), (unsigned long)(uintptr_t)fn);
+    if (FILE* b = fopen(path, "wb")) {
+      fwrite(fn, 1, size, b);
+      fclose(b);
+    }
+  }
 }
 
 // Whether every label a jump of the body refers to was bound. (asmjit does not check: a jump to a
