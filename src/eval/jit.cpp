@@ -479,13 +479,32 @@ struct Emitter {
     return w && w->op == Op::Const && w->k() == v;
   }
 
-  // The lambda of the closure slot r holds here when it is a constant (holds_const): its kind and
-  // lambda need no guard. (A rule lambda's native forms are set when its rules are made, before
-  // any code calls it, and never change.)
-  Lambda* const_closure_lambda(int r) {
+  // The lambda of the closure slot r holds here, when known when compiling: a constant
+  // (holds_const: no guard at all), or a transformed global's cached value (the user's `sin` in
+  // reverse-transformed code, say: *expect is that closure, and the slot holding that very closure
+  // is the one guard needed). (A rule lambda's native forms are set when its rules are made,
+  // before any code calls it, and never change.)
+  Lambda* known_closure(int r, Value* expect) {
+    *expect = Value::unbound();
     const Instr* w = writer(r);
-    if (!w || w->op != Op::Const || !is(w->k(), Kind::Closure)) return nullptr;
-    return static_cast<Closure*>(w->k().as_obj())->lambda;
+    if (!w) return nullptr;
+    Value v;
+    if (w->op == Op::Const) {
+      v = w->k();
+    } else if (w->op == Op::Global && *w->src->xf && w->src->cache_in == w->src->cell->value) {
+      v = w->src->cache_out;
+      *expect = v;
+    } else {
+      return nullptr;
+    }
+    return is(v, Kind::Closure) ? static_cast<Closure*>(v.as_obj())->lambda : nullptr;
+  }
+  // To `fail` unless rax holds `expect` (nothing when it is unbound: a constant).
+  void expect_guard(Value expect, Label fail) {
+    if (expect.is_unbound()) return;
+    a.mov(xr::rdx, expect.bits);
+    a.cmp(xr::rax, xr::rdx);
+    a.jne(fail);
   }
 
   Prim* known_prim(int r) {
@@ -716,6 +735,8 @@ struct Emitter {
       load(xr::rcx, ip->b2);
     } else if (ip->op2 != AppPair) {
       load(xr::rax, ip->b);
+    } else if (alloc_ok) {  // the argument pair, made inline (arg_of)
+      emit_pair(ip->b, ip->b2);
     } else {
       a.mov(xr::rdi, kEx);
       a.mov(xr::rsi, (uint64_t)ip);
@@ -831,8 +852,14 @@ struct Emitter {
   // `split2`, and its operands b, b2 two plain reverse reals: x1, x2 = them, r10 / r11 = whether
   // each is a constant leaf; anything else jumps to `fail`.
   void rev_rule_args(const Instr* ip, Prim* p, const void* split2, const xr::Xmm& x1, const xr::Xmm& x2, Label fail) {
-    Lambda* kl = const_closure_lambda(ip->a);
-    if (!kl || kl->native_prim != p || (const void*)kl->native_split2 != split2) {
+    Value expect;
+    Lambda* kl = known_closure(ip->a, &expect);
+    if (kl && kl->native_prim == p && (const void*)kl->native_split2 == split2) {
+      if (!expect.is_unbound()) {
+        load(xr::rax, ip->a);
+        expect_guard(expect, fail);
+      }
+    } else {
       load(xr::rax, ip->a);
       kind_guard(Kind::Closure, fail);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
@@ -1958,8 +1985,10 @@ struct Emitter {
         a.jmp(done);
         a.bind(not_prim);
       }
-      Lambda* kl = raw ? nullptr : const_closure_lambda(ip->a);
+      Value expect;
+      Lambda* kl = raw ? nullptr : known_closure(ip->a, &expect);
       if (kl) {
+        expect_guard(expect, slow);
         a.mov(xr::rdx, (uint64_t)kl);
       } else {
         kind_guard(Kind::Closure, slow);
