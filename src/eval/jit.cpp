@@ -1052,28 +1052,30 @@ struct Emitter {
     {
       // the zero backpropagator of a comparison of two constant reals (kConstPairView: a loop's
       // counter, say), on a real: (() 0 0), as back_view gives it
-      Label node = a.newLabel();
+      // (a node's view first; the constant view, out of line)
+      Label other = a.newLabel();
       load(xr::rax, ip->a);
-      a.mov(xr::rdx, const_pair_view().bits);
-      a.cmp(xr::rax, xr::rdx);
-      a.jne(node);
-      load(xr::rcx, ip->b);
-      a.mov(xr::r8, kOffset);
-      a.cmp(xr::rcx, xr::r8);
-      a.jb(slow);
-      a.mov(xr::rax, xr::r8);  // 0
-      a.mov(xr::rcx, xr::r8);
-      a.jmp(out);
-      a.bind(node);
-      a.mov(xr::rdx, xr::rax);
-      a.and_(xr::rdx, 15);
-      a.cmp(xr::rdx, (int32_t)kViewBpNode);
-      a.jne(slow);
-      a.mov(xr::rdx, xr::rax);
+      a.mov(xr::edx, xr::eax);
+      a.and_(xr::edx, 15);
+      a.cmp(xr::edx, (int32_t)kViewBpNode);
+      a.jne(other);
+      // an object's address plus the tag 1: in [0x101, 2^48) (no immediate view has the tag 1)
+      a.lea(xr::rdx, xr::ptr(xr::rax, -0x101));
       a.shr(xr::rdx, 48);
       a.jnz(slow);
-      a.cmp(xr::rax, 0xff);
-      a.jbe(slow);
+      cold([&] {
+        a.bind(other);
+        a.mov(xr::rdx, const_pair_view().bits);
+        a.cmp(xr::rax, xr::rdx);
+        a.jne(slow);
+        load(xr::rcx, ip->b);
+        a.mov(xr::r8, kOffset);
+        a.cmp(xr::rcx, xr::r8);
+        a.jb(slow);
+        a.mov(xr::rax, xr::r8);  // 0
+        a.mov(xr::rcx, xr::r8);
+        a.jmp(out);
+      });
       a.and_(xr::rax, -16);  // the node
       load(xr::rcx, ip->b);  // ȳ, boxed
       a.mov(xr::r8, kOffset);
@@ -3080,6 +3082,9 @@ struct Emitter {
         Label zero = a.newLabel(), nonzero = a.newLabel(), end = a.newLabel();
         if (ip->split) {  // ȳ an immediate zero (back_call's zero_sensitivity): all zero
           load(xr::rax, ip->b);
+          // (all four are below 16: anything above, a real or an object, goes on at once)
+          a.cmp(xr::rax, 15);
+          a.ja(nonzero);
           for (uint64_t z : {Value::kZeroSens, Value::kNil, Value::kFalse, Value::kTrue}) {
             a.cmp(xr::rax, (int32_t)z);
             a.je(zero);
