@@ -2003,7 +2003,7 @@ struct Emitter {
       }
       if (!raw && !ip->split && ip->op2 == AppPair && met(ip, kSeenNative)) {  // a callee with a native form of two arguments (op_app's case)
         Label no_native = a.newLabel();
-        emit_native2(ip, no_native, slow, done);
+        emit_native2(ip, no_native, slow, done, kl);
         a.bind(no_native);
       }
       if (!raw && !ip->split && ip->op2 != AppPair && met(ip, kSeenClosure) && known_fwd_unary(ip->a)) emit_fwd_unary(ip, done, slow);  // (apply_core's native1 case)
@@ -2193,9 +2193,9 @@ struct Emitter {
   // rax = the callee, a closure, rdx = its lambda: its native2 called with the instruction's two
   // arguments, the value stored, then on to `done`; to `none` (rax, rdx kept) when it has none,
   // to `slow` when it declines.
-  void emit_native2(const Instr* ip, Label none, Label slow, Label done) {
+  void emit_native2(const Instr* ip, Label none, Label slow, Label done, Lambda* known = nullptr) {
     Label thrown = a.newLabel();
-    if (Prim* p = known_fwd_binary(ip->a)) emit_fwd_binary(ip, p, done);
+    if (Prim* p = known_fwd_binary(ip->a)) emit_fwd_binary(ip, p, done, known);
     a.mov(xr::rdi, xr::qword_ptr(xr::rdx, lambda_native2));
     a.test(xr::rdi, xr::rdi);
     a.jz(none);
@@ -2506,12 +2506,14 @@ struct Emitter {
   // bundles of reals: (bundle y t) with y = x1 op x2 and t its tangent, computed and metered as
   // fwd_binary2 computes and meters them. rax = the callee, rdx = its lambda; anything else
   // falls through (rax, rdx kept).
-  void emit_fwd_binary(const Instr* ip, Prim* p, Label done) {
+  void emit_fwd_binary(const Instr* ip, Prim* p, Label done, Lambda* known = nullptr) {
     Label other = a.newLabel();
-    rule_guard(p, other);
-    a.mov(xr::r8, (uint64_t)fwd_binary_form());
-    a.cmp(xr::qword_ptr(xr::rdx, lambda_native2), xr::r8);
-    a.jne(other);
+    if (!known || known->native_prim != p || known->native2 != fwd_binary_form()) {
+      rule_guard(p, other);
+      a.mov(xr::r8, (uint64_t)fwd_binary_form());
+      a.cmp(xr::qword_ptr(xr::rdx, lambda_native2), xr::r8);
+      a.jne(other);
+    }
     // both bundles of two reals (checked before allocating, which may call the collector)
     for (int r : {ip->b, ip->b2}) {
       load(xr::rcx, r);
