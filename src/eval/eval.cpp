@@ -1037,7 +1037,10 @@ extern "C" int vlad_jit_tail(Exec* callee) {
   });
 }
 
-extern "C" int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e) {
+namespace {
+// vlad_jit_return's work; chain0 (with its hole): a chain tail's backpropagator that native code
+// made the first link of, before calling the chain tail's callee (vlad_jit_return_chain).
+int jit_return(Exec* ex, const Instr* ip, Exec* callee, int e, Closure* chain0, int hole0) {
   long depth = eval_depth;  // the callee's frame, left here
   return jit_guard([&] {
     try {
@@ -1052,6 +1055,7 @@ extern "C" int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e) {
         last = to;
         hole = h;
       };
+      if (chain0) link(chain0, chain0, hole0);
       if (callee->pend_first) link(callee->pend_first, callee->pend_last, callee->pend_hole);
       if (x == Exit::ChainTail) link(callee->chain, callee->chain, callee->hole);
       Value out[2];
@@ -1093,6 +1097,19 @@ extern "C" int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e) {
       throw;
     }
   });
+}
+
+}  // namespace
+
+extern "C" int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e) {
+  return jit_return(ex, ip, callee, e, nullptr, 0);
+}
+
+// After a chain tail call that native code went on with in the same frame (its backpropagator
+// `chain`, with `hole`, already made), the new callee's outcome that native code does not take
+// (another chain, a tail call, a value): as vlad_jit_return, the chain linked first.
+extern "C" int vlad_jit_return_chain(Exec* ex, const Instr* ip, Exec* callee, int e, uint64_t chain, int hole) {
+  return jit_return(ex, ip, callee, e, static_cast<Closure*>(Value(chain, 0).as_obj()), hole);
 }
 
 extern "C" int vlad_jit_back_native(bool (*fn)(Closure*, Value, Value*), Closure* cl, uint64_t y, Value* out) {

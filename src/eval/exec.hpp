@@ -101,6 +101,9 @@ int vlad_jit_arg_pair(Exec* ex, const Instr* ip);
 // goes to vlad_jit_return, which does what apply_core and op_app do with it and leaves the frame.
 int vlad_jit_enter(uint64_t f, const Instr* ip);
 int vlad_jit_return(Exec* ex, const Instr* ip, Exec* callee, int e);
+// The same after native code went on with a chain tail call in the frame (its backpropagator
+// `chain`, its hole `hole`, made by the first callee): the chain linked first.
+int vlad_jit_return_chain(Exec* ex, const Instr* ip, Exec* callee, int e, uint64_t chain, int hole);
 // After a raw backpropagator's body entered by native code for a split BackCall (its frame left):
 // its halves r1, r2 (exit e Pair) or its value r1, stored in ip's slots.
 int vlad_jit_back_done(Exec* ex, const Instr* ip, int e, uint64_t r1, uint64_t r2);

@@ -2150,7 +2150,11 @@ struct Emitter {
       a.je(thrown);
       // A tail call to another closure with native code: the frame goes on with it here, as
       // apply_core's loop goes on (the callee's Exec and frame replaced, the depth kept).
-      Label general = a.newLabel();
+      Label general = a.newLabel(), chain_tail = a.newLabel();
+      if (ip->split) {
+        a.cmp(xr::eax, (int32_t)Exit::ChainTail);
+        a.je(chain_tail);
+      }
       a.cmp(xr::eax, (int32_t)Exit::Tail);
       a.jne(general);
       a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
@@ -2173,6 +2177,69 @@ struct Emitter {
       a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0]: the argument
       a.xor_(xr::esi, xr::esi);
       a.jmp(go);
+      if (ip->split) {
+        // A chain tail call (the callee's way out a tail call, its backpropagator B made with a
+        // hole): to another closure with native code, the frame goes on with it here, B kept on
+        // the stack below the frame's base ([rbp - kFrameBytes - 8], its hole at - 16); when the
+        // new callee gives (value . b̃), b̃ fills B's hole and this call's halves are the value
+        // and B, as apply_core and vlad_jit_return link them; any other outcome, the runtime.
+        Label chain_go = a.newLabel(), chain_general = a.newLabel();
+        a.bind(chain_tail);
+        a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
+        a.jne(general);
+        a.mov(xr::rdi, xr::rsp);
+        call((const void*)&vlad_jit_tail);
+        a.cmp(xr::eax, kThrown);
+        a.je(thrown);
+        a.test(xr::eax, xr::eax);
+        a.jnz(chain_go);
+        a.mov(xr::eax, (int32_t)Exit::ChainTail);
+        a.jmp(general);
+        a.bind(chain_go);
+        a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_f));
+        a.mov(xr::r9, xr::qword_ptr(xr::rsp, exec_arg));
+        a.mov(xr::r10, xr::qword_ptr(xr::rsp, exec_chain));
+        a.movsxd(xr::r11, xr::dword_ptr(xr::rsp, exec_hole));
+        a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
+        a.push(xr::r10);
+        a.push(xr::r11);
+        a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+        a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
+        make_callee_frame();
+        a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0]: the argument
+        a.xor_(xr::esi, xr::esi);
+        a.mov(xr::rax, xr::qword_ptr(xr::rdx, code_native));
+        a.mov(xr::rdi, xr::rsp);
+        a.mov(xr::rdx, kWork);
+        a.mov(xr::rcx, kMeter);
+        a.call(xr::rax);
+        a.cmp(xr::eax, kThrown);
+        a.je(thrown);
+        a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
+        a.jne(chain_general);
+        a.cmp(xr::eax, (int32_t)Exit::Pair);
+        a.jne(chain_general);
+        a.mov(xr::r8, xr::qword_ptr(xr::rbp, -kFrameBytes - 8));   // B
+        a.mov(xr::r9, xr::qword_ptr(xr::rbp, -kFrameBytes - 16));  // its hole
+        a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_r2));
+        a.mov(xr::qword_ptr(xr::r8, xr::r9, 3, closure_env), xr::rcx);
+        a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_r1));
+        leave_frame();
+        store(ip->x, xr::rax);
+        store(ip->x2, xr::r8);
+        a.jmp(done);
+        a.bind(chain_general);
+        a.mov(xr::rdi, kEx);
+        a.mov(xr::rsi, (uint64_t)ip);
+        a.mov(xr::rdx, xr::rsp);
+        a.mov(xr::ecx, xr::eax);
+        a.mov(xr::r8, xr::qword_ptr(xr::rbp, -kFrameBytes - 8));
+        a.mov(xr::r9d, xr::dword_ptr(xr::rbp, -kFrameBytes - 16));
+        call((const void*)&vlad_jit_return_chain);  // leaves the frame
+        a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
+        check_continue();
+        a.jmp(done);
+      }
       a.bind(general);
       a.mov(xr::rdi, kEx);
       a.mov(xr::rsi, (uint64_t)ip);
