@@ -1919,6 +1919,67 @@ struct Emitter {
     a.bind(out);
   }
 
+  // The callee's outcome eax that native code does not take: vlad_jit_return (or, with `chain`,
+  // vlad_jit_return_chain, the chain backpropagator and hole pushed by tail_callee_frame), which
+  // leaves the frame.
+  void runtime_return(const Instr* ip, bool chain) {
+    a.mov(xr::rdi, kEx);
+    a.mov(xr::rsi, (uint64_t)ip);
+    a.mov(xr::rdx, xr::rsp);
+    a.mov(xr::ecx, xr::eax);
+    if (chain) {
+      a.mov(xr::r8, xr::qword_ptr(xr::rbp, -kFrameBytes - 8));
+      a.mov(xr::r9d, xr::dword_ptr(xr::rbp, -kFrameBytes - 16));
+    }
+    call(chain ? (const void*)&vlad_jit_return_chain : (const void*)&vlad_jit_return);
+    a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
+    check_continue();
+  }
+  // The callee's code (rdx: its Code) run on its Exec at rsp; eax: how it ended.
+  void call_callee_code() {
+    a.mov(xr::rax, xr::qword_ptr(xr::rdx, code_native));
+    a.mov(xr::rdi, xr::rsp);
+    a.mov(xr::rdx, kWork);
+    a.mov(xr::rcx, kMeter);
+    a.call(xr::rax);
+  }
+  // After a callee's exit `e` (a tail call, or a chain tail call): to `go_on` when its new callee
+  // is a closure with native code and no chain is pending (vlad_jit_tail: Ctrl-C checked, the
+  // call record updated), else to `general` with eax = e.
+  void tail_check(Exit e, Label go_on, Label general, Label thrown) {
+    a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
+    a.jne(general);
+    a.mov(xr::rdi, xr::rsp);
+    call((const void*)&vlad_jit_tail);
+    a.cmp(xr::eax, kThrown);
+    a.je(thrown);
+    a.test(xr::eax, xr::eax);
+    a.jnz(go_on);
+    a.mov(xr::eax, (int32_t)e);
+    a.jmp(general);
+  }
+  // The new callee's Exec and frame in place of the old one's, its argument in fr[0], esi = 0;
+  // with `chain`, the old callee's chain backpropagator and hole pushed first, below the frame's
+  // base ([rbp - kFrameBytes - 8], - 16).
+  void tail_callee_frame(bool chain) {
+    a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_f));
+    a.mov(xr::r9, xr::qword_ptr(xr::rsp, exec_arg));
+    if (chain) {
+      a.mov(xr::r10, xr::qword_ptr(xr::rsp, exec_chain));
+      a.movsxd(xr::r11, xr::dword_ptr(xr::rsp, exec_hole));
+    }
+    a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
+    if (chain) {
+      a.push(xr::r10);
+      a.push(xr::r11);
+    }
+    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+    a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
+    make_callee_frame();
+    a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0]: the argument
+    a.xor_(xr::esi, xr::esi);
+  }
+
   void emit_direct_call(const Instr* ip) {
     // Only the ways of calling the kinds of callee the interpreter met here (all, before it has
     // run the call); any other goes to the interpreter's step.
@@ -2089,11 +2150,7 @@ struct Emitter {
       }
       a.xor_(xr::esi, xr::esi);
       a.bind(go);
-      a.mov(xr::rax, xr::qword_ptr(xr::rdx, code_native));
-      a.mov(xr::rdi, xr::rsp);
-      a.mov(xr::rdx, kWork);
-      a.mov(xr::rcx, kMeter);
-      a.call(xr::rax);
+      call_callee_code();
       a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
       a.jne(other);  // (with eax, the exit, kept)
       if (!ip->split) {
@@ -2157,25 +2214,9 @@ struct Emitter {
       }
       a.cmp(xr::eax, (int32_t)Exit::Tail);
       a.jne(general);
-      a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
-      a.jne(general);
-      a.mov(xr::rdi, xr::rsp);
-      call((const void*)&vlad_jit_tail);
-      a.cmp(xr::eax, kThrown);
-      a.je(thrown);
-      a.test(xr::eax, xr::eax);
-      a.jnz(tail_go);
-      a.mov(xr::eax, (int32_t)Exit::Tail);
-      a.jmp(general);
+      tail_check(Exit::Tail, tail_go, general, thrown);
       a.bind(tail_go);
-      a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_f));
-      a.mov(xr::r9, xr::qword_ptr(xr::rsp, exec_arg));
-      a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
-      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-      a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
-      make_callee_frame();
-      a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0]: the argument
-      a.xor_(xr::esi, xr::esi);
+      tail_callee_frame(false);
       a.jmp(go);
       if (ip->split) {
         // A chain tail call (the callee's way out a tail call, its backpropagator B made with a
@@ -2185,34 +2226,10 @@ struct Emitter {
         // and B, as apply_core and vlad_jit_return link them; any other outcome, the runtime.
         Label chain_go = a.newLabel(), chain_general = a.newLabel();
         a.bind(chain_tail);
-        a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
-        a.jne(general);
-        a.mov(xr::rdi, xr::rsp);
-        call((const void*)&vlad_jit_tail);
-        a.cmp(xr::eax, kThrown);
-        a.je(thrown);
-        a.test(xr::eax, xr::eax);
-        a.jnz(chain_go);
-        a.mov(xr::eax, (int32_t)Exit::ChainTail);
-        a.jmp(general);
+        tail_check(Exit::ChainTail, chain_go, general, thrown);
         a.bind(chain_go);
-        a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_f));
-        a.mov(xr::r9, xr::qword_ptr(xr::rsp, exec_arg));
-        a.mov(xr::r10, xr::qword_ptr(xr::rsp, exec_chain));
-        a.movsxd(xr::r11, xr::dword_ptr(xr::rsp, exec_hole));
-        a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
-        a.push(xr::r10);
-        a.push(xr::r11);
-        a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-        a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
-        make_callee_frame();
-        a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0]: the argument
-        a.xor_(xr::esi, xr::esi);
-        a.mov(xr::rax, xr::qword_ptr(xr::rdx, code_native));
-        a.mov(xr::rdi, xr::rsp);
-        a.mov(xr::rdx, kWork);
-        a.mov(xr::rcx, kMeter);
-        a.call(xr::rax);
+        tail_callee_frame(true);
+        call_callee_code();
         a.cmp(xr::eax, kThrown);
         a.je(thrown);
         a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
@@ -2229,25 +2246,11 @@ struct Emitter {
         store(ip->x2, xr::r8);
         a.jmp(done);
         a.bind(chain_general);
-        a.mov(xr::rdi, kEx);
-        a.mov(xr::rsi, (uint64_t)ip);
-        a.mov(xr::rdx, xr::rsp);
-        a.mov(xr::ecx, xr::eax);
-        a.mov(xr::r8, xr::qword_ptr(xr::rbp, -kFrameBytes - 8));
-        a.mov(xr::r9d, xr::dword_ptr(xr::rbp, -kFrameBytes - 16));
-        call((const void*)&vlad_jit_return_chain);  // leaves the frame
-        a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
-        check_continue();
+        runtime_return(ip, true);
         a.jmp(done);
       }
       a.bind(general);
-      a.mov(xr::rdi, kEx);
-      a.mov(xr::rsi, (uint64_t)ip);
-      a.mov(xr::rdx, xr::rsp);
-      a.mov(xr::ecx, xr::eax);
-      call((const void*)&vlad_jit_return);  // leaves the frame
-      a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
-      check_continue();
+      runtime_return(ip, false);
       a.jmp(done);
       a.bind(thrown);
       leave_frame();
