@@ -114,9 +114,33 @@ inline NativeOp op_of(Prim* p) { return (NativeOp)p->native_op; }
 
 // The value y and tangent t of unary primitive p (whose native operation is op) applied to the
 // bundle (x dx), its operations counted.
+// Primitive p (a builtin arithmetic one, whose native operation is op) applied to reals, counted
+// as its own function counts it: the common operations computed here, without the call, the
+// arguments' boxing and their checks (a forward rule's primal part; p_add and the others in
+// prims.cpp compute the same doubles).
+inline double arith1(Prim* p, NativeOp op, double x) {
+  switch (op) {
+    case N_SQRT: count(p->id); return std::sqrt(x);
+    case N_EXP: count(p->id); return std::exp(x);
+    case N_LOG: count(p->id); return std::log(x);
+    case N_SIN: count(p->id); return std::sin(x);
+    case N_COS: count(p->id); return std::cos(x);
+    default: return p->fn1(p, Value::real(x)).as_real();
+  }
+}
+inline double arith2(Prim* p, NativeOp op, double x1, double x2) {
+  switch (op) {
+    case N_ADD: count(p->id); return x1 + x2;
+    case N_SUB: count(p->id); return x1 - x2;
+    case N_MUL: count(p->id); return x1 * x2;
+    case N_DIV: count(p->id); return x1 / x2;
+    default: return p->fn2(p, Value::real(x1), Value::real(x2)).as_real();
+  }
+}
+
 void fwd_unary_parts(Prim* p, NativeOp op, double x, double dx, double& y, double& t) {
   double d;
-  y = p->fn1(p, Value::real(x)).as_real();
+  y = arith1(p, op, x);
   unary_derivative(op, x, d);
   count(ids().mul);
   t = d * dx;
@@ -134,7 +158,7 @@ Value fwd_unary(Closure* c, Value v) {
 // bundles (x1 dx1) and (x2 dx2), its operations counted (the primitive's own by fn2).
 void fwd_binary_parts(Prim* p, NativeOp op, double x1, double dx1, double x2, double dx2, double& y, double& t) {
   const Ids& I = ids();
-  y = p->fn2(p, Value::real(x1), Value::real(x2)).as_real();
+  y = arith2(p, op, x1, x2);
   switch (op) {
     case N_ADD: t = dx1 + dx2; count(I.add); break;
     case N_SUB: t = dx1 - dx2; count(I.sub); break;
@@ -287,7 +311,7 @@ inline bool reverse_bundle(Value v, double& x, double& dx) {
 
 inline double count2(int id, double a, double b) {
   Prim* p = current->prims[id];
-  return p->fn2(p, Value::real(a), Value::real(b)).as_real();
+  return arith2(p, op_of(p), a, b);
 }
 
 // (*j (bundle y t)) into out[0], and into out[1] the view of the record of p's arguments a and b
@@ -306,7 +330,7 @@ bool rf_result(Prim* p, double y, double t, Value a, Value b, Value* out) {
 
 inline double count1(int id, double a) {
   Prim* p = current->prims[id];
-  return p->fn1(p, Value::real(a)).as_real();
+  return arith1(p, op_of(p), a);
 }
 
 // The forms on reals: each operation counted (a forward phase), or not (recomputed later).
@@ -529,7 +553,7 @@ bool rev_unary_s(Closure* c, Value v, Value* out) {
   double x;
   if (!plain_reverse(v, x)) return false;
   Prim* p = prim_of(c);
-  Value y = p->fn1(p, Value::real(x));
+  Value y = Value::real(arith1(p, op_of(p), x));
   if (is_const_leaf(v)) {  // nothing to record
     out[0] = const_leaf(y.as_real());
     out[1] = kConstRealView;
@@ -544,7 +568,7 @@ bool rev_binary_s2(Closure* c, Value a, Value b, Value* out) {
   double x1, x2;
   if (!plain_reverse(a, x1) || !plain_reverse(b, x2)) return false;
   Prim* p = prim_of(c);
-  Value y = p->fn2(p, Value::real(x1), Value::real(x2));
+  Value y = Value::real(arith2(p, op_of(p), x1, x2));
   if (is_const_leaf(a) && is_const_leaf(b)) {  // nothing to record
     out[0] = const_leaf(y.as_real());
     out[1] = kConstPairView;
