@@ -140,6 +140,20 @@ if [ $RC -eq 1 ] && [ "$ntrace" -eq 20 ] && [ -n "$rest" ] && [ $((20 + rest)) -
   ok "deep error trace: 20 lines, most recent first, then '... and N more'"
 else notok "deep error trace: 20 lines, most recent first, then '... and N more'" "exit $RC, $ntrace trace lines, line 22 '$more', stderr '$(one_line "$(printf '%s\n' "$ERR" | head -3)")'"; fi
 
+# a primitive called in tail position replaces its caller's record (a tail call): the same trace
+# interpreted, compiled on the first run, and (the loop) compiled once hot, in every tier
+cat >tailprim.vlad <<'EOF'
+(define (h x)
+  (unperturb x))
+(define (g x) (+ 1 (h x)))
+(define (loop n) (if (= n 0) (g 5) (begin (g (perturb 4)) (loop (- n 1)))))
+(loop 40)
+EOF
+run "$V" tailprim.vlad
+want=$(printf '%s\n' 'tailprim.vlad:2:3: error: unperturb: expected a perturbation, got 5' '  in unperturb at tailprim.vlad:2:3' '  in g at tailprim.vlad:4:30')
+if [ $RC -eq 1 ] && [ "$(printf '%s\n' "$ERR" | head -3)" = "$want" ]; then ok "a tail-called primitive's error: its own record, then its caller's caller"
+else notok "a tail-called primitive's error: its own record, then its caller's caller" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
 # ---------------------------------------------------------------- --check
 cat >chk.vlad <<'EOF'
 (define (sq x) (* x x))

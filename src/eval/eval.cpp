@@ -1157,6 +1157,30 @@ extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
   });
 }
 
+extern "C" int vlad_jit_tail_prim(Exec* ex, const Instr* ip) {
+  return jit_guard([&] {
+    work.applications++;
+    Value fv = ex->get(ip->a);
+    Prim* p = static_cast<Prim*>(fv.as_obj());
+    if (ip->op2 == AppPair && p->arity == 2 && p->fn2) {  // as op_app: at once
+      try {
+        ex->fr[ip->x] = p->fn2(p, ex->get(ip->b), ex->get(ip->b2));
+      } catch (Error& e) {
+        if (!e.pos.file) e.pos = ip->src->pos;
+        throw;
+      }
+      return Exec::kContinue;
+    }
+    // apply_core's loop: the frame's record becomes the primitive's, then Ctrl-C, then the call
+    Value arg = ex->arg_of(ip);
+    note_tail_call(&call_records[eval_depth], fv, ip->src->pos);
+    Interp* in = current;
+    if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
+    ex->fr[ip->x] = apply_prim(p, arg);
+    return Exec::kContinue;
+  });
+}
+
 extern "C" uint64_t vlad_jit_pair(uint64_t a, uint64_t b) {
   try {
     return cons(Value(a, 0), Value(b, 0)).bits;

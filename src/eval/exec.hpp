@@ -118,6 +118,9 @@ int vlad_jit_tail(Exec* callee);
 // A call, not in tail position, of the primitive slot ip->a holds (native code checked which):
 // op_app's paths for a primitive without the rest of its dispatch.
 int vlad_jit_prim(Exec* ex, const Instr* ip);
+// A tail call of a primitive, made in the body's own frame as apply_core's loop makes it: the
+// primitive's value into the call's slot (the body's value).
+int vlad_jit_tail_prim(Exec* ex, const Instr* ip);
 // (cons a b) for an argument, or 0 with the error kept (the heap limit).
 uint64_t vlad_jit_pair(uint64_t a, uint64_t b);
 }

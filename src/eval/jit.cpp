@@ -1227,7 +1227,7 @@ struct Emitter {
         return;
       }
       make_deferred_pair(ip);
-      if (!ip->tail && !ip->raw_call && !ip->chain_call && p) emit_prim_call(ip, p);
+      if ((!ip->tail || !ip->split) && !ip->raw_call && !ip->chain_call && p) emit_prim_call(ip, p);
       else if (ip->tail && !ip->split && !ip->raw_call && !ip->chain_call && !p && (alloc_ok || ip->op2 != AppPair))
         emit_tail_call(ip);
       else if (ip->tail && !ip->split && !ip->raw_call && ip->chain_call && !p && chain_ok && alloc_ok)
@@ -2489,9 +2489,18 @@ struct Emitter {
   // Exec, as op_app leaves them; whoever ran the body makes the call.
   void emit_tail_call(const Instr* ip) {
     guarded(ip, [&](Label slow) {
-      Label value = a.newLabel(), exit = a.newLabel();
+      Label value = a.newLabel(), exit = a.newLabel(), other = a.newLabel();
       load(xr::rax, ip->a);
-      kind_guard(Kind::Closure, slow);
+      kind_guard(Kind::Closure, other);
+      cold([&] {  // a primitive: its value now, in this body's frame (apply_core's loop would)
+        a.bind(other);
+        kind_guard(Kind::Prim, slow);
+        a.mov(xr::rdi, kEx);
+        a.mov(xr::rsi, (uint64_t)ip);
+        call((const void*)&vlad_jit_tail_prim);
+        check_continue();
+        a.jmp(value);
+      });
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
       if (ip->op2 == AppPair) {
         if (Prim* p = known_fwd_binary(ip->a)) emit_fwd_binary(ip, p, value);  // op_app's native2 case
@@ -2667,6 +2676,7 @@ struct Emitter {
   }
 
   // A primitive known when compiling, with no inline form: called without op_app's dispatch.
+  // (In tail position, the body's value: vlad_jit_tail_prim.)
   void emit_prim_call(const Instr* ip, Prim* p) {
     guarded(ip, [&](Label slow) {
       if (!holds_const(ip->a, Value::obj(p))) {
@@ -2677,7 +2687,7 @@ struct Emitter {
       }
       a.mov(xr::rdi, kEx);
       a.mov(xr::rsi, (uint64_t)ip);
-      call((const void*)&vlad_jit_prim);
+      call(ip->tail ? (const void*)&vlad_jit_tail_prim : (const void*)&vlad_jit_prim);
       check_continue();
     });
   }
