@@ -2151,8 +2151,29 @@ struct Emitter {
       a.xor_(xr::esi, xr::esi);
       a.bind(go);
       call_callee_code();
+      Label pend = a.newLabel();
       a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
-      a.jne(other);  // (with eax, the exit, kept)
+      a.jne(ip->split ? pend : other);  // (with eax, the exit, kept)
+      if (ip->split) {
+        // The callee's native loop made chain links (pend_first ... pend_last) before its way out
+        // gave (value . b̃): b̃ fills the last link's hole and the first link is this call's
+        // backpropagator, as vlad_jit_return links them; other exits, the runtime.
+        cold([&] {
+          a.bind(pend);
+          a.cmp(xr::eax, (int32_t)Exit::Pair);
+          a.jne(other);
+          a.mov(xr::r8, xr::qword_ptr(xr::rsp, exec_pend_last));
+          a.movsxd(xr::r9, xr::dword_ptr(xr::rsp, exec_pend_hole));
+          a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_r2));
+          a.mov(xr::qword_ptr(xr::r8, xr::r9, 3, closure_env), xr::rcx);
+          a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_r1));
+          a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_pend_first));
+          leave_frame();
+          store(ip->x, xr::rax);
+          store(ip->x2, xr::rcx);
+          a.jmp(done);
+        });
+      }
       if (!ip->split) {
         Label pair_exit = a.newLabel();
         a.cmp(xr::eax, (int32_t)Exit::Value);
