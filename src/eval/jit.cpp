@@ -2253,19 +2253,32 @@ struct Emitter {
         call_callee_code();
         a.cmp(xr::eax, kThrown);
         a.je(thrown);
-        a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
-        a.jne(chain_general);
         a.cmp(xr::eax, (int32_t)Exit::Pair);
         a.jne(chain_general);
+        Label chain_pend = a.newLabel(), chain_pair = a.newLabel();
         a.mov(xr::r8, xr::qword_ptr(xr::rbp, -kFrameBytes - 8));   // B
         a.mov(xr::r9, xr::qword_ptr(xr::rbp, -kFrameBytes - 16));  // its hole
+        a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_pend_first));
+        a.test(xr::rcx, xr::rcx);
+        a.jnz(chain_pend);
         a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_r2));
+        a.bind(chain_pair);
         a.mov(xr::qword_ptr(xr::r8, xr::r9, 3, closure_env), xr::rcx);
         a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_r1));
         leave_frame();
         store(ip->x, xr::rax);
         store(ip->x2, xr::r8);
         a.jmp(done);
+        cold([&] {
+          // the new callee's native loop made chain links (pend_first ... pend_last) first: B's
+          // hole gets the first, the last's hole b̃, as vlad_jit_return_chain links them
+          a.bind(chain_pend);
+          a.mov(xr::r10, xr::qword_ptr(xr::rsp, exec_pend_last));
+          a.movsxd(xr::r11, xr::dword_ptr(xr::rsp, exec_pend_hole));
+          a.mov(xr::rdx, xr::qword_ptr(xr::rsp, exec_r2));
+          a.mov(xr::qword_ptr(xr::r10, xr::r11, 3, closure_env), xr::rdx);
+          a.jmp(chain_pair);
+        });
         a.bind(chain_general);
         runtime_return(ip, true);
         a.jmp(done);
