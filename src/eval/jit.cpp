@@ -927,7 +927,8 @@ struct Emitter {
   }
 
   // A tail call of a reverse rule that native code computes at once (+ - * / and comparisons on
-  // two plain reverse reals, car and cdr of a pair or of (*j P)): the body ends with its value
+  // two plain reverse reals, sqrt, exp, log, sin, cos and the other unary ones of a plain reverse
+  // real, car and cdr of a pair or of (*j P)): the body ends with its value
   // and backpropagator as two halves (Exit::Pair), where op_app would make the pair and a
   // closure of the backpropagator; for a chain call (a tail call of a body with a way out), with
   // the value and the way out's backpropagator, as op_app's chain call does it.
@@ -943,7 +944,9 @@ struct Emitter {
         kind_guard(Kind::Closure, slow);
         a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
         a.mov(xr::rdi, xr::qword_ptr(xr::rdx, lambda_split1));
-        emit_projection_split(ip, slow);  // (ends the body when it applies)
+        // (each ends the body when it applies)
+        if (Prim* p = known_rev_unary(ip->a)) emit_unary_split(ip, p, slow);
+        else emit_projection_split(ip, slow);
         a.jmp(slow);
       });
     }
@@ -1201,7 +1204,8 @@ struct Emitter {
         (!ip->chain_call || (ip->ncaps > 0 && free_list_index(sizeof(Closure) + sizeof(Value) * (ip->ncaps - 1)) >= 0))) {
       Lambda* rule = known_rev_lambda(ip->a);
       bool projection = rule && ip->op2 != AppPair &&
-                        (rule->native_split1 == rev_car_split() || rule->native_split1 == rev_cdr_split());
+                        (rule->native_split1 == rev_car_split() || rule->native_split1 == rev_cdr_split() ||
+                         known_rev_unary(ip->a));
       if ((ip->op2 == AppPair && (known_rev_rule(ip->a) || known_rev_compare(ip->a))) || projection) {
         make_deferred_pair(ip);
         emit_tail_rule(ip);
@@ -1631,17 +1635,18 @@ struct Emitter {
     a.test(xr::r10d, xr::r10d);
     a.jnz(leaf);
     emit_reverse_object(p->id + 1, 1);
-    store(ip->x, xr::rax);
+    put(ip, 1, xr::rax);
     a.or_(xr::rax, (int32_t)kViewBpNode);
-    store(ip->x2, xr::rax);
+    put(ip, 2, xr::rax);
     a.jmp(made);
     a.bind(leaf);
     emit_const_leaf();
-    store(ip->x, xr::rax);
+    put(ip, 1, xr::rax);
     a.mov(xr::rax, const_real_view().bits);
-    store(ip->x2, xr::rax);
+    put(ip, 2, xr::rax);
     a.bind(made);
     count(offsetof(WorkCounters, applications));
+    end_put();  // (in a tail call, the body's end)
     a.jmp(done);
     a.bind(other);
   }
