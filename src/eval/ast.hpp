@@ -199,6 +199,9 @@ struct Lambda {
   // `code` of a raw backpropagator (raw_bp) once it has native code, starts no chain and has no
   // native form (native_back): native code's BackCall enters it as run_raw does (jit.cpp).
   Code* raw_direct = nullptr;
+  // The same for a raw backpropagator that starts a chain (Code::chain_head): native code's
+  // BackCall enters it at its first instruction when the chain from it is short (jit.cpp).
+  Code* raw_chain = nullptr;
   Value empty_closure;      // when `free` is empty, the one closure of this lambda
   // The zero of empty_closure when this lambda has constants (a lazy zero, over them), made when
   // first needed: bp_list_ref gives list-ref's a call.

@@ -68,7 +68,7 @@ const int32_t pair_car = field_offset(pair_probe, pair_probe.car), pair_cdr = fi
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
 const int32_t lambda_split2 = (int32_t)offsetof(Lambda, native_split2), lambda_prim = (int32_t)offsetof(Lambda, native_prim);
 const int32_t binding_cache_in = (int32_t)offsetof(Binding, cache_in), binding_cache_out = (int32_t)offsetof(Binding, cache_out);
-const int32_t lambda_raw_direct = (int32_t)offsetof(Lambda, raw_direct);
+const int32_t lambda_raw_direct = (int32_t)offsetof(Lambda, raw_direct), lambda_raw_chain = (int32_t)offsetof(Lambda, raw_chain);
 const int32_t lambda_raw_variant = (int32_t)offsetof(Lambda, raw_variant);
 const int32_t lambda_native_back = (int32_t)offsetof(Lambda, native_back);
 const int32_t lambda_structural = (int32_t)offsetof(Lambda, structural);
@@ -80,7 +80,8 @@ const int32_t prim_arity = (int32_t)offsetof(Prim, arity), prim_cls = (int32_t)o
 const int32_t exec_tail_pos = (int32_t)offsetof(Exec, tail_pos);
 const int32_t code_native = (int32_t)offsetof(Code, native), code_nslots = (int32_t)offsetof(Code, nslots),
               code_arg_x = (int32_t)offsetof(Code, arg_x), code_arg_x2 = (int32_t)offsetof(Code, arg_x2),
-              code_arg_x3 = (int32_t)offsetof(Code, arg_x3), code_arg_x4 = (int32_t)offsetof(Code, arg_x4);
+              code_arg_x3 = (int32_t)offsetof(Code, arg_x3), code_arg_x4 = (int32_t)offsetof(Code, arg_x4),
+              code_chain_hole = (int32_t)offsetof(Code, chain_hole);
 const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offsetof(Exec, env),
               exec_self = (int32_t)offsetof(Exec, self), exec_r1 = (int32_t)offsetof(Exec, r1),
               exec_r2 = (int32_t)offsetof(Exec, r2), exec_pend_first = (int32_t)offsetof(Exec, pend_first),
@@ -1799,15 +1800,55 @@ struct Emitter {
   // pair for x̄ taken apart when split3, anything else by vlad_jit_back_done — then to `end`.
   // A structural one (Lambda::structural) given ȳ = +0 is not entered: to `zero`, as back_call
   // skips it. Any other backpropagator: to `next`.
+  // One that starts a chain (Lambda::raw_chain) is entered so too, at its first instruction (the
+  // call of the backpropagator in its hole), when the chain from it ends within kShortChain
+  // links: the recursion run_raw makes a loop of is then short. Its first instruction's step and
+  // application are not counted, as run_raw, which starts each link after it, counts neither.
+  static constexpr int kShortChain = 16;
   void emit_back_raw(const Instr* ip, Label next, Label zero, Label end) {
     Label y_ok = a.newLabel(), thrown = a.newLabel(), general = a.newLabel(), called = a.newLabel();
+    Label chain = a.newLabel(), direct_ok = a.newLabel(), chain_enter = a.newLabel(), entered = a.newLabel();
     load(xr::rax, ip->a);
     object_or_view(xr::rax, xr::rdx, next, next);
     a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
     a.jne(next);
     a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
     a.cmp(xr::qword_ptr(xr::rdx, lambda_raw_direct), 0);
-    a.je(next);
+    a.je(chain);
+    a.bind(direct_ok);
+    cold([&] {
+      // a chain's head: its links walked (r10: the backpropagator, r8: its Code) to one that
+      // starts none, within kShortChain; else to `next` (run_raw)
+      Label walk = a.newLabel(), walked = a.newLabel();
+      a.bind(chain);
+      a.mov(xr::r8, xr::qword_ptr(xr::rdx, lambda_raw_chain));
+      a.test(xr::r8, xr::r8);
+      a.jz(next);
+      a.mov(xr::r10, xr::rax);
+      a.mov(xr::r11d, kShortChain);
+      a.bind(walk);
+      a.movsxd(xr::r9, xr::dword_ptr(xr::r8, code_chain_hole));
+      a.mov(xr::r10, xr::qword_ptr(xr::r10, xr::r9, 3, closure_env));
+      a.test(xr::r10b, 15);
+      a.jnz(walked);  // a view
+      object_range_guard(xr::r10, xr::r9, walked);
+      a.cmp(xr::dword_ptr(xr::r10, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
+      a.jne(walked);
+      a.mov(xr::r9, xr::qword_ptr(xr::r10, closure_lambda));
+      a.mov(xr::r8, xr::qword_ptr(xr::r9, lambda_raw_chain));
+      a.test(xr::r8, xr::r8);
+      a.jz(walked);
+      a.dec(xr::r11d);
+      a.jz(next);
+      a.jmp(walk);
+      a.bind(walked);
+      a.jmp(direct_ok);
+      a.bind(chain_enter);
+      count(offsetof(WorkCounters, steps), -1);
+      count(offsetof(WorkCounters, applications), -1);
+      enter_callee(ip, lambda_raw_chain);
+      a.jmp(entered);
+    });
     load(xr::rcx, ip->b);
     a.cmp(xr::byte_ptr(xr::rdx, lambda_structural), 0);  // ȳ = +0.0 for it: all zero (back_call)
     a.je(called);
@@ -1825,7 +1866,10 @@ struct Emitter {
     a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
     a.jne(next);
     a.bind(y_ok);
+    a.cmp(xr::qword_ptr(xr::rdx, lambda_raw_direct), 0);
+    a.je(chain_enter);
     enter_callee(ip, lambda_raw_direct);
+    a.bind(entered);
     if (ip->split3) a.mov(xr::byte_ptr(xr::rsp, exec_want3), 1);  // x̄'s parts: Exit::Triple
     load(xr::r9, ip->b);
     a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0] = ȳ
@@ -3452,6 +3496,7 @@ void jit_compile(Code* c) {
     if (lam->code == c && !lam->native1 && !lam->native2 && !lam->native_split1 && !lam->native_split2 && !lam->raw_bp)
       lam->direct = c;
     if (lam->code == c && lam->raw_bp && !c->chain_head && !lam->native_back) lam->raw_direct = c;
+    if (lam->code == c && lam->raw_bp && c->chain_head && !lam->native_back) lam->raw_chain = c;
   }
   work.native_bodies++;
   work.native_instructions += em.instructions;
