@@ -1096,7 +1096,35 @@ struct Emitter {
       a.cmp(xr::edx, current->prim("*")->id + 1);
       a.je(mul);
       if (ip->split3) {
-        a.jmp(slow);
+        a.cmp(xr::edx, current->prim("/")->id + 1);
+        a.jne(slow);
+        // (ȳ d1, ȳ d2), d1 = 1 / x2, d2 = -(x1 / (x2 x2)), counted as binary_partials and
+        // back_node_op count them (two /, a * and a - for the partials, two * for the products)
+        a.add(xr::qword_ptr(kMeter, current->prim("/")->id * 8), 2);
+        a.add(xr::qword_ptr(kMeter, current->prim("*")->id * 8), 3);
+        a.add(xr::qword_ptr(kMeter, current->prim("-")->id * 8), 1);
+        a.mov(xr::rdx, xr::qword_ptr(xr::rax, node_x1));
+        a.mov(xr::r9, xr::qword_ptr(xr::rax, node_x2));
+        a.sub(xr::rdx, xr::r8);
+        a.sub(xr::r9, xr::r8);
+        a.movq(xr::xmm1, xr::rdx);  // x1
+        a.movq(xr::xmm2, xr::r9);   // x2
+        a.mov(xr::rdx, 0x3ff0000000000000ull);  // 1.0
+        a.movq(xr::xmm3, xr::rdx);
+        a.divsd(xr::xmm3, xr::xmm2);  // d1
+        a.mulsd(xr::xmm2, xr::xmm2);  // x2 x2
+        a.divsd(xr::xmm1, xr::xmm2);  // x1 / (x2 x2)
+        a.mov(xr::rdx, 0x8000000000000000ull);
+        a.movq(xr::xmm2, xr::rdx);
+        a.xorpd(xr::xmm1, xr::xmm2);  // d2
+        a.mulsd(xr::xmm3, xr::xmm0);  // d1 ȳ
+        a.mulsd(xr::xmm1, xr::xmm0);  // d2 ȳ
+        a.movsd(xr::xmm0, xr::xmm3);
+        box();
+        a.mov(xr::rcx, xr::rax);  // car x̄
+        a.movsd(xr::xmm0, xr::xmm1);
+        box();  // cdr x̄
+        a.jmp(out);
       } else {  // a unary primitive's node: (() . ȳ f'(x)) (unary_node_bar); else the interpreter
         a.mov(xr::rdi, xr::rax);
         call((const void*)&unary_node_bar);
