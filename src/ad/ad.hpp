@@ -21,6 +21,10 @@ inline bool is_built_lazily(Value v) {
 }
 inline bool is_lazy(Value v) { return is(v, Kind::Zero) || is_built_lazily(v) || is_data_view(v); }
 Value plus(Value a, Value b);         // ⊕ (paper §4)
+// a ⊕ b into r when neither holds a real ((), booleans, strings, primitives, closures with an
+// empty environment and no constants): either one, as plus gives it; false otherwise.
+bool inert_sum(Value a, Value b, Value* r);
+bool inert_atom(Value v);  // (), #t, #f or a string: its own zero, its own primal and tangent
 Value strip_tags(Value v);            // the primal real under any number of tags (comparisons)
 Value env_ref(Value closure, int index, Lambda* lam);
 

@@ -933,11 +933,18 @@ inline bool commutes(AdOp op) { return op == A_ZERO || op == A_RZERO || op == A_
 
 Value fwd_ad(Closure* c, Value v) {
   Prim* p = prim_of(c);
+  // The sum of two forward values without a real (a procedure's sensitivity in a backward pass
+  // under a forward derivative, say: the reverse version of a primitive, and ()), and the zero
+  // of an atom: their primal and tangent parts, taken, added or zeroed and bundled again, give
+  // the same value back (forward over reverse: 12,000 calls in particle, ~1,800 instructions each)
+  Value r;
+  if (ad_op(p) == A_PLUS && is_pair(v) && inert_sum(car(v), cdr(v), &r)) return r;
+  if ((ad_op(p) == A_ZERO || ad_op(p) == A_RZERO) && inert_atom(v)) return v;
   // (of a closure with an environment: the result made before for it, if it is still cached;
   // gradient-R's (*j f) of one closure once an integration step, inside a forward derivative)
   ClosureMemo* memo = is(v, Kind::Closure) && v.as_obj()->aux != 0 ? closure_memo(p, v) : nullptr;
   if (memo && memo->key == v && memo->op == p) return memo->r;
-  Value r = bundle_untagged(apply_prim(p, primal(v)), apply_prim(p, tangent_untagged(v)));
+  r = bundle_untagged(apply_prim(p, primal(v)), apply_prim(p, tangent_untagged(v)));
   if (memo) *memo = {v, p, r};
   return r;
 }

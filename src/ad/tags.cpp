@@ -593,6 +593,14 @@ void release_ad_tables() {
   plus_spine = nullptr;
 }
 
+bool inert_sum(Value a, Value b, Value* r) {
+  if (!inert(a) || !inert(b)) return false;
+  *r = a.is_nil() ? b : a;
+  return true;
+}
+
+bool inert_atom(Value v) { return is_atom(v); }
+
 Value plus(Value a, Value b) {
   if (a.is_real() && b.is_real()) return Value::real(a.as_real() + b.as_real());
   if (a.is_zero_sens()) return b;  // the placeholder zero of backpropagator code
