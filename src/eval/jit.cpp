@@ -1823,7 +1823,7 @@ struct Emitter {
   }
 
   // A split BackCall of a closure of a raw backpropagator with native code (Lambda::raw_direct)
-  // on a real, a pair or a closure ȳ (not a zero: the caller has skipped those): its body entered here as
+  // on a real or an object ȳ that is not a zero (the caller has skipped the immediate ones): its body entered here as
   // run_raw enters it (a frame, fr[0] = ȳ), its halves stored as op_backcall stores them — a
   // pair for x̄ taken apart when split3, anything else by vlad_jit_back_done — then to `end`.
   // A structural one (Lambda::structural) given ȳ = +0 is not entered: to `zero`, as back_call
@@ -1887,12 +1887,14 @@ struct Emitter {
     a.mov(xr::r8, kOffset);
     a.cmp(xr::rcx, xr::r8);
     a.jae(y_ok);
-    // a pair, or a closure (the sensitivity of a procedure value: never a zero for back_call)
+    // an object but a lazy zero or a string (back_call's zero_sensitivity): a pair, a closure
+    // (the sensitivity of a procedure value), a bundle (a backward pass under a forward
+    // derivative), a tagged value
     object_or_view(xr::rcx, xr::r8, next, next);
-    a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
-    a.je(y_ok);
-    a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
-    a.jne(next);
+    a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Zero);
+    a.je(next);
+    a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::String);
+    a.je(next);
     a.bind(y_ok);
     a.cmp(xr::qword_ptr(xr::rdx, lambda_raw_direct), 0);
     a.je(chain_enter);
