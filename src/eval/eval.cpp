@@ -146,6 +146,7 @@ inline bool structural_zero(Value bp, Value y) {
 }  // namespace
 
 Value Exec::arg_of(const Instr* ip) const { return ip->op2 == AppPair ? cons(get(ip->b), get(ip->b2)) : get(ip->b); }
+Value Exec::tail_arg() const { return arg2.is_unbound() ? arg : cons(arg, arg2); }
 
 namespace {
 // Records at ip the kind of callee fv is (Instr::seen), for the native tier.
@@ -292,6 +293,7 @@ inline int Exec::op_app(const Instr* ip) {
     hole = ip->hole;
     f = fv;
     arg = arg_of(ip);
+    arg2 = Value::unbound();
     tail_pos = ip->src->pos;
     return (int)Exit::ChainTail;
   }
@@ -323,6 +325,7 @@ inline int Exec::op_app(const Instr* ip) {
   if (ip->tail) {
     f = fv;
     arg = av;
+    arg2 = Value::unbound();
     tail_pos = ip->src->pos;
     return (int)Exit::Tail;
   }
@@ -915,7 +918,7 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out, Lambda* entry = n
           chain_hole = ex.hole;
         }
         f = ex.f;
-        arg = ex.arg;
+        arg = ex.tail_arg();
         note_tail_call(frame.record(), f, ex.tail_pos);  // (the records may have moved while the body ran)
         continue;
       }
@@ -1067,7 +1070,7 @@ int jit_return(Exec* ex, const Instr* ip, Exec* callee, int e, Closure* chain0, 
         pos = call_records[depth].pos;
         if (!internal(callee->tail_pos) || internal(pos) || !pos.file) pos = callee->tail_pos;
         eval_depth = depth - 1;
-        r = apply_core(callee->f, callee->arg, pos, ip->split || last ? out : nullptr);
+        r = apply_core(callee->f, callee->tail_arg(), pos, ip->split || last ? out : nullptr);
       } else {
         eval_depth = depth - 1;
         if (x == Exit::Pair) {

@@ -32,6 +32,10 @@ struct Exec {
   // x̄'s parts in r2 and r3, and makes no pair for x̄.
   bool want3 = false;
   Value r3 = Value();
+  // A tail call's argument left in two parts by native code (its call an AppPair): the pair
+  // (arg . arg2), made only by whoever needs it whole (tail_arg); unbound: `arg` is whole.
+  Value arg2 = Value::unbound();
+  Value tail_arg() const;
 
   Value get(int r) const { return r >= 0 ? fr[r] : env[-r - 1]; }
   Value arg_of(const Instr* ip) const;

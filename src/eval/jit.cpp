@@ -88,7 +88,8 @@ const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offseto
               exec_pend_last = (int32_t)offsetof(Exec, pend_last), exec_pend_hole = (int32_t)offsetof(Exec, pend_hole),
               exec_f = (int32_t)offsetof(Exec, f), exec_arg = (int32_t)offsetof(Exec, arg),
               exec_chain = (int32_t)offsetof(Exec, chain), exec_hole = (int32_t)offsetof(Exec, hole),
-              exec_want3 = (int32_t)offsetof(Exec, want3), exec_r3 = (int32_t)offsetof(Exec, r3);
+              exec_want3 = (int32_t)offsetof(Exec, want3), exec_r3 = (int32_t)offsetof(Exec, r3),
+              exec_arg2 = (int32_t)offsetof(Exec, arg2);
 #pragma GCC diagnostic pop
 // A direct call's callee Exec and then its frame, below the caller's native frame.
 constexpr int32_t kExecBytes = (int32_t)((sizeof(Exec) + 15) & ~size_t(15));
@@ -2040,9 +2041,14 @@ struct Emitter {
   // The new callee's Exec and frame in place of the old one's, its argument in fr[0], esi = 0;
   // with `chain`, the old callee's chain backpropagator and hole pushed first, below the frame's
   // base ([rbp - kFrameBytes - 8], - 16).
-  void tail_callee_frame(bool chain) {
+  // An argument left in two parts (Exec::arg2) goes into the slots where the new callee takes
+  // it apart (Code::arg_x, entered at its instruction 2, as a direct call passes an AppPair's),
+  // or becomes a pair (to `thrown` at the heap limit).
+  void tail_callee_frame(bool chain, Label thrown) {
+    Label whole = a.newLabel(), entered = a.newLabel(), make_pair = a.newLabel();
     a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_f));
     a.mov(xr::r9, xr::qword_ptr(xr::rsp, exec_arg));
+    a.mov(xr::rdi, xr::qword_ptr(xr::rsp, exec_arg2));
     if (chain) {
       a.mov(xr::r10, xr::qword_ptr(xr::rsp, exec_chain));
       a.movsxd(xr::r11, xr::dword_ptr(xr::rsp, exec_hole));
@@ -2055,8 +2061,35 @@ struct Emitter {
     a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
     a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
     make_callee_frame();
+    a.cmp(xr::rdi, (int32_t)Value::kUnbound);
+    a.je(whole);
+    a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x));
+    a.test(xr::r8, xr::r8);
+    a.js(make_pair);
+    a.mov(xr::qword_ptr(xr::rcx, xr::r8, 3), xr::r9);
+    a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x2));
+    a.mov(xr::qword_ptr(xr::rcx, xr::r8, 3), xr::rdi);
+    count(offsetof(WorkCounters, steps), 2);  // the two it skips, which the callee counts not
+    a.mov(xr::esi, 2);
+    a.jmp(entered);
+    cold([&] {
+      a.bind(make_pair);
+      a.mov(xr::rsi, xr::rdi);
+      a.mov(xr::rdi, xr::r9);
+      call((const void*)&vlad_jit_pair);
+      a.test(xr::rax, xr::rax);
+      a.jz(thrown);
+      a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_fr));
+      a.mov(xr::rdx, xr::qword_ptr(xr::rsp, exec_self));
+      a.mov(xr::rdx, xr::qword_ptr(xr::rdx, closure_lambda));
+      a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
+      a.mov(xr::r9, xr::rax);
+      a.jmp(whole);
+    });
+    a.bind(whole);
     a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0]: the argument
     a.xor_(xr::esi, xr::esi);
+    a.bind(entered);
   }
 
   void emit_direct_call(const Instr* ip) {
@@ -2316,7 +2349,7 @@ struct Emitter {
       a.jne(general);
       tail_check(Exit::Tail, tail_go, general, thrown);
       a.bind(tail_go);
-      tail_callee_frame(false);
+      tail_callee_frame(false, thrown);
       a.jmp(go);
       if (ip->split) {
         // A chain tail call (the callee's way out a tail call, its backpropagator B made with a
@@ -2328,7 +2361,7 @@ struct Emitter {
         a.bind(chain_tail);
         tail_check(Exit::ChainTail, chain_go, general, thrown);
         a.bind(chain_go);
-        tail_callee_frame(true);
+        tail_callee_frame(true, thrown);
         call_callee_code();
         a.cmp(xr::eax, kThrown);
         a.je(thrown);
@@ -2633,8 +2666,15 @@ struct Emitter {
   // pair of b and b2 made here, or b) and the call's position in the Exec, the call counted,
   // the exit e (Tail, or ChainTail with the Exec's chain and hole set).
   void emit_tail_exit(const Instr* ip, Exit e) {
-    if (ip->op2 == AppPair) emit_pair(ip->b, ip->b2);
-    else load(xr::rax, ip->b);
+    // (an AppPair's two parts left apart: the new callee's frame takes them apart, or makes
+    // the pair; Exec::tail_arg)
+    if (ip->op2 == AppPair) {
+      load(xr::rax, ip->b2);
+      a.mov(xr::qword_ptr(kEx, exec_arg2), xr::rax);
+    } else {
+      a.mov(xr::qword_ptr(kEx, exec_arg2), (int32_t)Value::kUnbound);
+    }
+    load(xr::rax, ip->b);
     a.mov(xr::qword_ptr(kEx, exec_arg), xr::rax);
     uint64_t pos[2];
     static_assert(sizeof(Pos) == sizeof pos, "a position is two words");
