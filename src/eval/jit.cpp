@@ -81,8 +81,7 @@ const int32_t prim_arity = (int32_t)offsetof(Prim, arity), prim_cls = (int32_t)o
 const int32_t exec_tail_pos = (int32_t)offsetof(Exec, tail_pos);
 const int32_t code_native = (int32_t)offsetof(Code, native), code_nslots = (int32_t)offsetof(Code, nslots),
               code_arg_x = (int32_t)offsetof(Code, arg_x), code_arg_x2 = (int32_t)offsetof(Code, arg_x2),
-              code_arg_x3 = (int32_t)offsetof(Code, arg_x3), code_arg_x4 = (int32_t)offsetof(Code, arg_x4),
-              code_chain_hole = (int32_t)offsetof(Code, chain_hole);
+              code_arg_x3 = (int32_t)offsetof(Code, arg_x3), code_arg_x4 = (int32_t)offsetof(Code, arg_x4);
 const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offsetof(Exec, env),
               exec_self = (int32_t)offsetof(Exec, self), exec_r1 = (int32_t)offsetof(Exec, r1),
               exec_r2 = (int32_t)offsetof(Exec, r2), exec_pend_first = (int32_t)offsetof(Exec, pend_first),
@@ -188,6 +187,19 @@ extern "C" int vlad_jit_split2(bool (*fn)(Closure*, Value, Value, Value*), Closu
     return kThrown;
   }
 }
+// Whether the chain from backpropagator c (a closure whose lambda starts one, Lambda::raw_chain)
+// ends within 16 links at one that starts none and is not left to run_raw: native code then
+// enters c at its first instruction, the recursion short (emit_back_raw).
+extern "C" int vlad_jit_short_chain(Closure* c) {
+  for (int n = 16; n > 0; n--) {
+    Value hole = c->env[c->lambda->raw_chain->chain_hole];
+    if (!is(hole, Kind::Closure)) return 1;  // a view, (), a primitive: the end
+    c = static_cast<Closure*>(hole.as_obj());
+    if (!c->lambda->raw_chain) return 1;
+  }
+  return 0;
+}
+
 // A callee's native implementation of two arguments (Lambda::native2: a primitive's forward rule
 // at the first level, say): its value, Value::kUnbound when it declined, 0 when it threw (the
 // error kept).
@@ -1868,10 +1880,9 @@ struct Emitter {
   // A structural one (Lambda::structural) given ȳ = +0 is not entered: to `zero`, as back_call
   // skips it. Any other backpropagator: to `next`.
   // One that starts a chain (Lambda::raw_chain) is entered so too, at its first instruction (the
-  // call of the backpropagator in its hole), when the chain from it ends within kShortChain
+  // call of the backpropagator in its hole), when the chain from it ends within 16
   // links: the recursion run_raw makes a loop of is then short. Its first instruction's step and
   // application are not counted, as run_raw, which starts each link after it, counts neither.
-  static constexpr int kShortChain = 16;
   void emit_back_raw(const Instr* ip, Label next, Label zero, Label end) {
     Label y_ok = a.newLabel(), thrown = a.newLabel(), general = a.newLabel(), called = a.newLabel();
     Label chain = a.newLabel(), direct_ok = a.newLabel(), chain_enter = a.newLabel(), entered = a.newLabel();
@@ -1884,31 +1895,16 @@ struct Emitter {
     a.je(chain);
     a.bind(direct_ok);
     cold([&] {
-      // a chain's head: its links walked (r10: the backpropagator, r8: its Code) to one that
-      // starts none, within kShortChain; else to `next` (run_raw)
-      Label walk = a.newLabel(), walked = a.newLabel();
+      // a chain's head whose chain is short (vlad_jit_short_chain); else to `next` (run_raw)
       a.bind(chain);
-      a.mov(xr::r8, xr::qword_ptr(xr::rdx, lambda_raw_chain));
-      a.test(xr::r8, xr::r8);
+      a.cmp(xr::qword_ptr(xr::rdx, lambda_raw_chain), 0);
+      a.je(next);
+      a.mov(xr::rdi, xr::rax);
+      call((const void*)&vlad_jit_short_chain);
+      a.test(xr::eax, xr::eax);
       a.jz(next);
-      a.mov(xr::r10, xr::rax);
-      a.mov(xr::r11d, kShortChain);
-      a.bind(walk);
-      a.movsxd(xr::r9, xr::dword_ptr(xr::r8, code_chain_hole));
-      a.mov(xr::r10, xr::qword_ptr(xr::r10, xr::r9, 3, closure_env));
-      a.test(xr::r10b, 15);
-      a.jnz(walked);  // a view
-      object_range_guard(xr::r10, xr::r9, walked);
-      a.cmp(xr::dword_ptr(xr::r10, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
-      a.jne(walked);
-      a.mov(xr::r9, xr::qword_ptr(xr::r10, closure_lambda));
-      a.mov(xr::r8, xr::qword_ptr(xr::r9, lambda_raw_chain));
-      a.test(xr::r8, xr::r8);
-      a.jz(walked);
-      a.dec(xr::r11d);
-      a.jz(next);
-      a.jmp(walk);
-      a.bind(walked);
+      load(xr::rax, ip->a);
+      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
       a.jmp(direct_ok);
       a.bind(chain_enter);
       count(offsetof(WorkCounters, steps), -1);
