@@ -1160,6 +1160,22 @@ extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
   });
 }
 
+// The same for a primitive of one argument, not split (native code checked which): its function
+// called in its frame, as apply_core calls it.
+extern "C" int vlad_jit_prim1(Exec* ex, const Instr* ip) {
+  return jit_guard([&] {
+    work.applications++;
+    Value fv = ex->get(ip->a);
+    Prim* p = static_cast<Prim*>(fv.as_obj());
+    Value arg = ex->get(ip->b);
+    CallFrame frame(fv, ip->src->pos);
+    Interp* in = current;
+    if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
+    ex->fr[ip->x] = p->fn1(p, arg);
+    return Exec::kContinue;
+  });
+}
+
 extern "C" int vlad_jit_tail_prim(Exec* ex, const Instr* ip) {
   return jit_guard([&] {
     work.applications++;

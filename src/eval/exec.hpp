@@ -122,6 +122,7 @@ int vlad_jit_tail(Exec* callee);
 // A call, not in tail position, of the primitive slot ip->a holds (native code checked which):
 // op_app's paths for a primitive without the rest of its dispatch.
 int vlad_jit_prim(Exec* ex, const Instr* ip);
+int vlad_jit_prim1(Exec* ex, const Instr* ip);  // (a primitive of one argument, not split)
 // A tail call of a primitive, made in the body's own frame as apply_core's loop makes it: the
 // primitive's value into the call's slot (the body's value).
 int vlad_jit_tail_prim(Exec* ex, const Instr* ip);

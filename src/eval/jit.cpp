@@ -2874,7 +2874,8 @@ struct Emitter {
       }
       a.mov(xr::rdi, kEx);
       a.mov(xr::rsi, (uint64_t)ip);
-      call(ip->tail ? (const void*)&vlad_jit_tail_prim : (const void*)&vlad_jit_prim);
+      bool one = !ip->split && ip->op2 != AppPair && p->arity == 1 && p->fn1;  // (apply_prim's case)
+      call(ip->tail ? (const void*)&vlad_jit_tail_prim : one ? (const void*)&vlad_jit_prim1 : (const void*)&vlad_jit_prim);
       check_continue();
     });
   }
