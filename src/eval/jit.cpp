@@ -2445,7 +2445,13 @@ struct Emitter {
   // to `slow` when it declines.
   void emit_native2(const Instr* ip, Label none, Label slow, Label done, Lambda* known = nullptr) {
     Label thrown = a.newLabel();
-    if (Prim* p = known_fwd_binary(ip->a)) emit_fwd_binary(ip, p, done, known);
+    if (Prim* p = known_fwd_binary(ip->a)) {
+      emit_fwd_binary(ip, p, done, known);
+    } else if (!known && top && top->lam && top->lam->transform == 'F') {
+      // a callee not known in forward-transformed code (map2's f): the forward rules of + - *
+      // tried in turn, each behind its guard
+      for (const char* n : {"+", "-", "*"}) emit_fwd_binary(ip, current->prim(n), done);
+    }
     a.mov(xr::rdi, xr::qword_ptr(xr::rdx, lambda_native2));
     a.test(xr::rdi, xr::rdi);
     a.jz(none);
