@@ -789,7 +789,12 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false) {
   Value halves[3];  // (f̄, x̄) or, after Exit::Triple, (f̄, car x̄, cdr x̄)
   Exit e = Exit::Pair;
   try {
-    if (direct && direct->lambda->native_back && direct->lambda->native_back(direct, y, halves)) {
+    if (direct && (zero_sensitivity(y) || structural_zero(Value::obj(direct), y))) {
+      // (the chain's end skipped as back_call skips it, and as native code, which enters a short
+      // chain at its first instruction and so calls the end through a backpropagator call, does)
+      halves[0] = halves[1] = halves[2] = Value::zero_sens();
+      e = asks3(top) ? Exit::Triple : Exit::Pair;
+    } else if (direct && direct->lambda->native_back && direct->lambda->native_back(direct, y, halves)) {
       // (a native form of the last backpropagator: the halves; when it declines, its body)
     } else if (direct) {
       fr[0] = y;
