@@ -1128,6 +1128,20 @@ extern "C" int vlad_jit_back_native(bool (*fn)(Closure*, Value, Value*), Closure
   });
 }
 
+namespace {
+// A binary primitive's function on the call's two operands, at once (op_app's fn2 case: no
+// frame, the call's position given to an error without one).
+int prim2_at_once(Exec* ex, const Instr* ip, Prim* p) {
+  try {
+    ex->fr[ip->x] = p->fn2(p, ex->get(ip->b), ex->get(ip->b2));
+  } catch (Error& e) {
+    if (!e.pos.file) e.pos = ip->src->pos;
+    throw;
+  }
+  return Exec::kContinue;
+}
+}  // namespace
+
 extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
   return jit_guard([&] {
     work.applications++;
@@ -1147,15 +1161,7 @@ extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
       ex->fr[ip->x2] = out[1];
       return Exec::kContinue;
     }
-    if (ip->op2 == AppPair && p->arity == 2 && p->fn2) {
-      try {
-        ex->fr[ip->x] = p->fn2(p, ex->get(ip->b), ex->get(ip->b2));
-      } catch (Error& e) {
-        if (!e.pos.file) e.pos = ip->src->pos;
-        throw;
-      }
-      return Exec::kContinue;
-    }
+    if (ip->op2 == AppPair && p->arity == 2 && p->fn2) return prim2_at_once(ex, ip, p);
     Value arg = ex->arg_of(ip);
     CallFrame frame(fv, ip->src->pos);
     Interp* in = current;
@@ -1186,15 +1192,7 @@ extern "C" int vlad_jit_tail_prim(Exec* ex, const Instr* ip) {
     work.applications++;
     Value fv = ex->get(ip->a);
     Prim* p = static_cast<Prim*>(fv.as_obj());
-    if (ip->op2 == AppPair && p->arity == 2 && p->fn2) {  // as op_app: at once
-      try {
-        ex->fr[ip->x] = p->fn2(p, ex->get(ip->b), ex->get(ip->b2));
-      } catch (Error& e) {
-        if (!e.pos.file) e.pos = ip->src->pos;
-        throw;
-      }
-      return Exec::kContinue;
-    }
+    if (ip->op2 == AppPair && p->arity == 2 && p->fn2) return prim2_at_once(ex, ip, p);  // as op_app
     // apply_core's loop: the frame's record becomes the primitive's, then Ctrl-C, then the call
     Value arg = ex->arg_of(ip);
     note_tail_call(&call_records[eval_depth], fv, ip->src->pos);

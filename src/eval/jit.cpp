@@ -1997,6 +1997,11 @@ struct Emitter {
   void pair_for_callee(int car_op, int cdr_op, Label thrown) {
     load(xr::rdi, car_op);
     load(xr::rsi, cdr_op);
+    callee_pair(thrown);
+  }
+  // rax = (rdi . rsi) for a callee whose frame is entered (to `thrown` at the heap limit), then
+  // rcx = its frame and rdx = its Code again.
+  void callee_pair(Label thrown) {
     call((const void*)&vlad_jit_pair);
     a.test(xr::rax, xr::rax);
     a.jz(thrown);
@@ -2110,13 +2115,7 @@ struct Emitter {
       a.bind(make_pair);
       a.mov(xr::rsi, xr::rdi);
       a.mov(xr::rdi, xr::r9);
-      call((const void*)&vlad_jit_pair);
-      a.test(xr::rax, xr::rax);
-      a.jz(thrown);
-      a.mov(xr::rcx, xr::qword_ptr(xr::rsp, exec_fr));
-      a.mov(xr::rdx, xr::qword_ptr(xr::rsp, exec_self));
-      a.mov(xr::rdx, xr::qword_ptr(xr::rdx, closure_lambda));
-      a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
+      callee_pair(thrown);
       a.mov(xr::r9, xr::rax);
       a.jmp(whole);
     });
