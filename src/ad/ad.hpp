@@ -154,6 +154,11 @@ Split1 rev_unary_split();
 // bundles of reals), which the native tier inlines for +, -, * and /.
 using Native2 = Value (*)(Closure*, Value, Value);
 Native2 fwd_binary_form();
+// The C library's function a unary arithmetic primitive computes (sqrt, abs, exp, log, sin, cos,
+// tan, tanh), which native code calls on an unboxed real, counting the primitive itself; null
+// for any other primitive.
+using UnaryFn = double (*)(double);
+UnaryFn unary_arith_fn(Prim* p);
 // The native1 form of a unary arithmetic primitive's forward rule (a bundle of reals), which
 // native code calls directly.
 using Native1 = Value (*)(Closure*, Value);

@@ -112,21 +112,33 @@ inline NativeOp op_of(Prim* p) { return (NativeOp)p->native_op; }
 
 // ---- forward ----
 
-// The value y and tangent t of unary primitive p (whose native operation is op) applied to the
-// bundle (x dx), its operations counted.
+// The C library's function a unary arithmetic primitive's own function calls (prims.cpp), or
+// null: computed directly by the forms here and by native code (jit.cpp), without the
+// primitive's boxed call.
+UnaryFn unary_fn_of(NativeOp op) {
+  switch (op) {
+    case N_SQRT: return static_cast<UnaryFn>(std::sqrt);
+    case N_ABS: return static_cast<UnaryFn>(std::fabs);
+    case N_EXP: return static_cast<UnaryFn>(std::exp);
+    case N_LOG: return static_cast<UnaryFn>(std::log);
+    case N_SIN: return static_cast<UnaryFn>(std::sin);
+    case N_COS: return static_cast<UnaryFn>(std::cos);
+    case N_TAN: return static_cast<UnaryFn>(std::tan);
+    case N_TANH: return static_cast<UnaryFn>(std::tanh);
+    default: return nullptr;
+  }
+}
+
 // Primitive p (a builtin arithmetic one, whose native operation is op) applied to reals, counted
 // as its own function counts it: the common operations computed here, without the call, the
 // arguments' boxing and their checks (a forward rule's primal part; p_add and the others in
 // prims.cpp compute the same doubles).
 inline double arith1(Prim* p, NativeOp op, double x) {
-  switch (op) {
-    case N_SQRT: count(p->id); return std::sqrt(x);
-    case N_EXP: count(p->id); return std::exp(x);
-    case N_LOG: count(p->id); return std::log(x);
-    case N_SIN: count(p->id); return std::sin(x);
-    case N_COS: count(p->id); return std::cos(x);
-    default: return p->fn1(p, Value::real(x)).as_real();
+  if (UnaryFn f = unary_fn_of(op)) {
+    count(p->id);
+    return f(x);
   }
+  return p->fn1(p, Value::real(x)).as_real();
 }
 inline double arith2(Prim* p, NativeOp op, double x1, double x2) {
   switch (op) {
@@ -138,6 +150,8 @@ inline double arith2(Prim* p, NativeOp op, double x1, double x2) {
   }
 }
 
+// The value y and tangent t of unary primitive p (whose native operation is op) applied to the
+// bundle (x dx), its operations counted.
 void fwd_unary_parts(Prim* p, NativeOp op, double x, double dx, double& y, double& t) {
   double d;
   y = arith1(p, op, x);
@@ -1043,6 +1057,9 @@ Split1 rev_const_split() { return rev_const_s; }
 Split2 rev_compare_split2() { return rev_compare_s2; }
 Split1 rev_unary_split() { return rev_unary_s; }
 Native2 fwd_binary_form() { return fwd_binary2; }
+UnaryFn unary_arith_fn(Prim* p) {
+  return p->cls == PrimClass::Arith && p->arity == 1 ? unary_fn_of(native_op_of(p->name)) : nullptr;
+}
 Native1 fwd_unary_form() { return fwd_unary; }
 
 uint64_t unary_node_bar(const RevNode* n, double y) {

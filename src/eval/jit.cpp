@@ -1648,45 +1648,10 @@ struct Emitter {
   }
 
   // x, x2 = (value . backpropagator) of the reverse version of a unary arithmetic primitive p
-  // (sin, exp, ...) applied to a plain reverse real, as rev_unary_s makes them: the primitive
-  // itself computes (and meters) y, which goes into a node holding x (its backpropagator its
+  // (sin, exp, ...) applied to a plain reverse real, as rev_unary_s makes them: y computed (and
+  // metered) by emit_arith1, or by the primitive's function, goes into a node holding x (its backpropagator its
   // view kViewBpNode) or, for a constant leaf, a constant leaf (the zero backpropagator).
   // rax = the callee, rdx = its lambda, rdi = its native_split1; else falls through, unchanged.
-  // xmm0 = (p x) for x in xmm0, counted as p's own function counts it, when p is a unary
-  // arithmetic primitive computed here: sqrt and abs inline, exp, log, sin, cos, tan and tanh
-  // by the C library's functions, which p's function calls (the same doubles); no boxing, no
-  // checks. False for any other (nothing emitted). Clobbers the caller-saved registers.
-  // (the function for p, or the marks of the inline forms; null: none)
-  using Fn1 = double (*)(double);
-  static Fn1 arith1_fn(Prim* p) {
-    if (p->cls != PrimClass::Arith || p->arity != 1) return nullptr;
-    const char* n = p->name;
-    return n == intern("sqrt")   ? static_cast<Fn1>(std::sqrt)
-           : n == intern("abs")  ? static_cast<Fn1>(std::fabs)
-           : n == intern("exp")  ? static_cast<Fn1>(std::exp)
-           : n == intern("log")  ? static_cast<Fn1>(std::log)
-           : n == intern("sin")  ? static_cast<Fn1>(std::sin)
-           : n == intern("cos")  ? static_cast<Fn1>(std::cos)
-           : n == intern("tan")  ? static_cast<Fn1>(std::tan)
-           : n == intern("tanh") ? static_cast<Fn1>(std::tanh)
-                                 : nullptr;
-  }
-  bool emit_arith1(Prim* p) {
-    Fn1 f = arith1_fn(p);
-    if (!f) return false;
-    if (p->name == intern("sqrt")) {
-      a.sqrtsd(xr::xmm0, xr::xmm0);
-    } else if (p->name == intern("abs")) {
-      a.mov(xr::rax, 0x7fffffffffffffffull);
-      a.movq(xr::xmm1, xr::rax);
-      a.andpd(xr::xmm0, xr::xmm1);
-    } else {
-      call((const void*)f);
-    }
-    a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
-    return true;
-  }
-
   void emit_unary_split(const Instr* ip, Prim* p, Label done, Lambda* known = nullptr) {
     Label other = a.newLabel(), leaf = a.newLabel(), made = a.newLabel();
     if (!known || known->native_prim != p || known->native_split1 != rev_unary_split()) {
@@ -1729,6 +1694,26 @@ struct Emitter {
     end_put();  // (in a tail call, the body's end)
     a.jmp(done);
     a.bind(other);
+  }
+
+  // xmm0 = (p x) for x in xmm0, counted as p's own function counts it, when p is a unary
+  // arithmetic primitive computed here (unary_arith_fn): sqrt and abs inline, exp, log, sin, cos,
+  // tan and tanh by the C library's functions, which p's function calls (the same doubles); no
+  // boxing, no checks. False for any other (nothing emitted). Clobbers the caller-saved registers.
+  bool emit_arith1(Prim* p) {
+    UnaryFn f = unary_arith_fn(p);
+    if (!f) return false;
+    if (p->name == intern("sqrt")) {
+      a.sqrtsd(xr::xmm0, xr::xmm0);
+    } else if (p->name == intern("abs")) {
+      a.mov(xr::rax, 0x7fffffffffffffffull);
+      a.movq(xr::xmm1, xr::rax);
+      a.andpd(xr::xmm0, xr::xmm1);
+    } else {
+      call((const void*)f);
+    }
+    a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
+    return true;
   }
 
   // x, x2 = (value . backpropagator) of the reverse version of p, as rev_const_s makes them:
@@ -2978,7 +2963,7 @@ struct Emitter {
         a.mov(xr::r8, kOffset);
         a.cmp(xr::rsi, xr::r8);
         a.jb(slow);
-        if (arith1_fn(p)) {  // (sqrt, abs, exp, log, sin, cos, tan, tanh)
+        if (unary_arith_fn(p)) {  // (sqrt, abs, exp, log, sin, cos, tan, tanh)
           a.sub(xr::rsi, xr::r8);
           a.movq(xr::xmm0, xr::rsi);
           emit_arith1(p);
