@@ -582,8 +582,9 @@ struct Emitter {
   const Instr* next_ip = nullptr;
   // Whether an instruction of c (branches included) other than the `skip`s writes slot r, and
   // whether one reads the argument itself (a chain call, an inert-guarded lambda).
-  static bool writes(const Code* c, int r, const Instr* skip1, const Instr* skip2) {
-    for (int i = 0; i < c->n; i++) {
+  // (From instruction `from` of c on, its branches whole.)
+  static bool writes(const Code* c, int r, const Instr* skip1, const Instr* skip2, int from = 0) {
+    for (int i = from; i < c->n; i++) {
       const Instr* ip = &c->ins[i];
       if (ip == skip1 || ip == skip2) continue;
       if (ip->tail && ip->op != Op::If) continue;  // (the last on its path: nothing reads after it)
@@ -604,10 +605,19 @@ struct Emitter {
 
   // With the argument taken apart without a pair, the instructions that read it themselves
   // (reads_argument_itself) get it rebuilt from its parts first, when their slots keep them to
-  // the end: `rebuild_arg`. (A new pair of the same parts: they only take its zero.)
+  // the end: `rebuild_arg`. (A new pair of the same parts: they only take its zero.) When the
+  // argument's cdr is taken apart too and its slot reused (a loop of three variables), from the
+  // three parts: `rebuild_arg3`.
   bool rebuild_arg = false;
+  bool rebuild_arg3 = false;
   void emit_rebuild_arg() {
-    emit_pair(arg_car->x, arg_cdr->x);
+    if (rebuild_arg3) {
+      emit_pair(arg3_car->x, arg3_cdr->x);
+      store(0, xr::rax);  // (slot 0 is read only here: it keeps the inner pair over the allocation)
+      emit_pair(arg_car->x, 0);
+    } else {
+      emit_pair(arg_car->x, arg_cdr->x);
+    }
     store(0, xr::rax);
   }
 
@@ -622,16 +632,19 @@ struct Emitter {
     if (i0->op != Op::Car || i1->op != Op::Cdr || i0->a != 0 || i1->a != 0) return;
     // the argument is dead once the second one has written over its slot; else, unread after
     if (c->ins[0].x == 0) return;
-    bool rebuild = false;
+    bool rebuild = false, itself_only = false;
     if (c->ins[1].x != 0 && reads(c, 0, i0, i1)) {
       // read only by instructions that read it themselves, and its parts kept: rebuilt for them
-      rebuild = alloc_ok && !reads(c, 0, i0, i1, false) && reads_argument_itself(c) && !writes(c, 0, i0, i1) &&
-                !writes(c, i0->x, i0, i1) && !writes(c, i1->x, i0, i1) && i0->x != i1->x;
-      if (!rebuild) return;
+      // (from three parts, below, when the cdr's slot is not kept)
+      itself_only = alloc_ok && !reads(c, 0, i0, i1, false) && reads_argument_itself(c) && !writes(c, 0, i0, i1);
+      if (!itself_only) return;
+      rebuild = !writes(c, i0->x, i0, i1) && !writes(c, i1->x, i0, i1) && i0->x != i1->x;
     }
-    arg_car = i0;
-    arg_cdr = i1;
-    rebuild_arg = rebuild;
+    if (!itself_only || rebuild) {
+      arg_car = i0;
+      arg_cdr = i1;
+      rebuild_arg = rebuild;
+    }
     // three parts: the cdr taken apart at once (instructions 2 and 3), and read nowhere else
     int r = i1->x;
     if (rebuild || c->n < 5 || r < 0) return;
@@ -649,6 +662,15 @@ struct Emitter {
     if (!overwritten &&
         (c->pair_result ? (c->r1 == r || c->r2 == r || (c->triple_result && c->r3 == r)) : c->result == r))
       return;
+    if (itself_only) {  // the three parts' slots kept to the end, for the rebuild
+      int p0 = i0->x, p1 = i2->x, p2 = i3->x;
+      if (p0 == p1 || p0 == p2 || p1 == p2 || p1 < 0 || p2 < 0 || writes(c, p0, nullptr, nullptr, 4) ||
+          writes(c, p1, nullptr, nullptr, 4) || writes(c, p2, nullptr, nullptr, 4))
+        return;
+      arg_car = i0;
+      arg_cdr = i1;
+      rebuild_arg = rebuild_arg3 = true;
+    }
     arg3_car = i2;
     arg3_cdr = i3;
   }
@@ -3390,7 +3412,9 @@ struct Emitter {
   void dump(const Code* c) {
     fprintf(stderr, "native: %s, %d instructions, self loop %s%s\n", c->lam && c->lam->name ? c->lam->name : "lambda",
             c->n, self_loop ? "yes" : "no",
-            !arg_car ? "" : rebuild_arg ? ", argument taken apart without a pair (rebuilt where read)"
+            !arg_car         ? ""
+            : rebuild_arg3 ? ", argument taken apart without a pair (in three parts too, rebuilt where read)"
+            : rebuild_arg  ? ", argument taken apart without a pair (rebuilt where read)"
                           : arg3_car ? ", argument taken apart without a pair (in three parts too)"
                                      : ", argument taken apart without a pair");
     dump_code(c, 2);
