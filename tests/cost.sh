@@ -190,3 +190,13 @@ per_call_check "forward over reverse runs the rules directly" fr.vlad 90
 # (tests/cost/walkend.vlad) makes at most 51 objects a call (55 interpreted; 54 and 58 with a
 # closure at each end).
 per_call_check "null? of () at a walk's end makes no backpropagator" walkend.vlad 51 55
+# A backpropagator that keeps a value of the forward phase takes the projections of it that it
+# reads again instead of capturing them (transform.cpp retake_projections): W3's loop (f1-sum)
+# keeps at most 49 bytes per recorded operation (48: a closure of 8 values and five records a
+# step; 54.4 when it captured (car xs), (cdr xs) twice and (car (cdr xs)) as well).
+kept=$(measures f1-sum 10000 1)
+if [ "$kept" != error ] && awk -v k="$(echo "$kept" | cut -d' ' -f6)" 'BEGIN { exit !(k <= 49) }'; then
+  echo "ok - a backpropagator takes projections of what it keeps again: $(echo "$kept" | cut -d' ' -f6) bytes kept per op, at most 49"
+else
+  echo "not ok - a backpropagator takes projections of what it keeps again: ${kept:-error} (bytes kept per op above 49)"
+fi
