@@ -483,6 +483,9 @@ void split_sensitivity(Value s, Value* out) {
 
 Value env_ref(Value v, int index, Lambda* lam) {
   (void)lam;
+  // (a closure itself, nearly always — W4: 594,000 of 601,000 — without force's tests)
+  if (v.is_obj() && kind_of(v) == Kind::Closure && index < (int)as_closure(v)->aux)
+    return unview(as_closure(v)->env[index]);
   v = force(unview(v));
   if (!is(v, Kind::Closure) || (int)as_closure(v)->aux <= index)
     throw Error("internal error: environment sensitivity of a non-closure " + write_string(v));
