@@ -98,12 +98,20 @@ constexpr int32_t kFrameBytes = 48;
 const RevNode node_probe{};
 const int32_t node_v = field_offset(node_probe, node_probe.v), node_x1 = field_offset(node_probe, node_probe.x1),
               node_x2 = field_offset(node_probe, node_probe.x2);
+const Tagged tagged_probe{};
+const int32_t tagged_v = field_offset(tagged_probe, tagged_probe.v);
 const Closure closure_probe{};
 const int32_t closure_lambda = field_offset(closure_probe, closure_probe.lambda),
               closure_env = field_offset(closure_probe, closure_probe.env);
 constexpr uint64_t kCanonicalNaN = 0x7ff8000000000000ull;
 
-enum class Inline : uint8_t { None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, RealP, Car, Cdr, Plus, RZero, StarJ, StarJInv, ZeroSens2 };
+enum class Inline : uint8_t {
+  None, Add, Sub, Mul, Div, Eq, Lt, Gt, Le, Ge, Call2, Call1, NullP, PairP, RealP, Car, Cdr, Plus, RZero, StarJ, StarJInv,
+  ZeroSens2,
+  // the tag primitives of forward and reverse code: zero of a real, primal and tangent of a bundle,
+  // tags made and taken off (tags.cpp: zero_of, forward_part, perturb, unperturb, ...)
+  Zero, Primal, Tangent, Perturb, Unperturb, Sensitize, Unsensitize
+};
 
 // + - * / as one instruction each (Add ... Div), or None.
 Inline arith_form(Prim* p) {
@@ -143,6 +151,15 @@ Inline inline_form(Prim* p, bool pair_arg) {
   if (p == current->p_rzero) return Inline::RZero;
   if (p == current->p_star_j) return Inline::StarJ;
   if (p == current->p_star_j_inverse) return Inline::StarJInv;
+  if (p == current->p_zero) return Inline::Zero;
+  if (p == current->p_sensitize) return Inline::Sensitize;
+  if (p == current->p_unsensitize) return Inline::Unsensitize;
+  if (p->cls == PrimClass::AD) {
+    if (p->name == intern("primal")) return Inline::Primal;
+    if (p->name == intern("tangent")) return Inline::Tangent;
+    if (p->name == intern("perturb")) return Inline::Perturb;
+    if (p->name == intern("unperturb")) return Inline::Unperturb;
+  }
   return Inline::None;
 }
 
@@ -1312,16 +1329,19 @@ struct Emitter {
       a.cmp(xr::rax, xr::rdx);
       a.jne(slow);
     }
-    emit_prim(ip, p, form, ip->tail ? slow : prim_slow);  // its value in rax
+    // (in tail position, the tag primitives' other arguments too go to the primitive in this frame,
+    // as emit_prim_call calls it, not to the interpreter: `zero` of a pair ends many bodies)
+    bool tail_prim = ip->tail && form >= Inline::Zero;
+    emit_prim(ip, p, form, ip->tail && !tail_prim ? slow : prim_slow);  // its value in rax
     store(ip->x, xr::rax);
     count(offsetof(WorkCounters, applications));
     a.bind(done);
     cold([&] {
-      if (!ip->tail) {  // arguments outside the inline form: the primitive itself, called
+      if (!ip->tail || tail_prim) {  // arguments outside the inline form: the primitive itself, called
         a.bind(prim_slow);
         a.mov(xr::rdi, kEx);
         a.mov(xr::rsi, (uint64_t)ip);
-        call((const void*)&vlad_jit_prim);
+        call(tail_prim ? (const void*)&vlad_jit_tail_prim : (const void*)&vlad_jit_prim);
         check_continue();
         a.jmp(done);
       }
@@ -2978,6 +2998,47 @@ struct Emitter {
         pair_guard(slow);
         a.jmp(form == Inline::NullP ? no : yes);
         bool_result(yes, no);
+        return;
+      }
+      case Inline::Zero: {  // (zero v) of a real: 0; of (), #t, #f: itself (zero_shallow)
+        Label out = a.newLabel();
+        load(xr::rax, ip->b);
+        atom_to(xr::rax, out);
+        a.mov(xr::rcx, kOffset);
+        a.cmp(xr::rax, xr::rcx);
+        a.jb(slow);
+        a.mov(xr::rax, xr::rcx);  // (+0.0)
+        a.bind(out);
+        return;
+      }
+      case Inline::Primal:  // a bundle's primal, a tag's value (forward_part, unperturb, unsensitize)
+      case Inline::Unperturb:
+      case Inline::Unsensitize: {
+        load(xr::rax, ip->b);
+        kind_guard(form == Inline::Primal      ? Kind::Bundle
+                   : form == Inline::Unperturb ? Kind::Perturbation
+                                               : Kind::Sensitivity,
+                   slow);
+        a.mov(xr::rax, xr::qword_ptr(xr::rax, form == Inline::Primal ? bundle_primal : tagged_v));
+        return;
+      }
+      case Inline::Tangent:  // (perturb (tangent part)) of a bundle; a value tagged (make_tagged)
+      case Inline::Perturb:
+      case Inline::Sensitize: {
+        if (!alloc_ok) {
+          a.jmp(slow);
+          return;
+        }
+        if (form == Inline::Tangent) {
+          load(xr::rax, ip->b);
+          kind_guard(Kind::Bundle, slow);
+        }
+        // (what goes in is read after the allocation, from its slot: a collection sees it there)
+        emit_alloc(sizeof(Tagged));
+        write_header(form == Inline::Sensitize ? Kind::Sensitivity : Kind::Perturbation, 0);
+        load(xr::rcx, ip->b);
+        if (form == Inline::Tangent) a.mov(xr::rcx, xr::qword_ptr(xr::rcx, bundle_tangent));
+        a.mov(xr::qword_ptr(xr::rax, tagged_v), xr::rcx);
         return;
       }
       case Inline::Call1:
