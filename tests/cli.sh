@@ -154,6 +154,21 @@ want=$(printf '%s\n' 'tailprim.vlad:2:3: error: unperturb: expected a perturbati
 if [ $RC -eq 1 ] && [ "$(printf '%s\n' "$ERR" | head -3)" = "$want" ]; then ok "a tail-called primitive's error: its own record, then its caller's caller"
 else notok "a tail-called primitive's error: its own record, then its caller's caller" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 
+# a callee's tail call taken by its compiled caller (the new callee entered in the same frame,
+# its record noted inline): a site in the prelude (reduce's call of c) replaces only a site in
+# the prelude, as the interpreter's apply_core loop notes it; the same trace in every tier
+cat >tailrec.vlad <<'EOF'
+(define (c x y) (if (> x 50) (+ 1 (car x)) (+ x y)))
+(define (b x) ((reduce c 0) (list x)))
+(define (a x) (+ 1 (b x)))
+(define (loop i) (if (= i 100) 0 (begin (a i) (loop (+ i 1)))))
+(loop 0)
+EOF
+run "$V" tailrec.vlad
+want=$(printf '%s\n' 'tailrec.vlad:1:35: error: car: expected a pair, got 51' '  in car at tailrec.vlad:1:35' '  in c at tailrec.vlad:2:15' '  in a at tailrec.vlad:4:41' '  in loop at tailrec.vlad:4:47')
+if [ $RC -eq 1 ] && [ "$ERR" = "$want" ]; then ok "an error after tail calls taken by a compiled caller: the interpreter's trace"
+else notok "an error after tail calls taken by a compiled caller: the interpreter's trace" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
 # ---------------------------------------------------------------- --check
 cat >chk.vlad <<'EOF'
 (define (sq x) (* x x))

@@ -728,11 +728,46 @@ Value bundle_pairs(Value p, Value t) {
   return memo_pair(bundle_memo, p, t, [&] { return cons(bundle_raw(car(p), car(t)), bundle_raw(cdr(p), cdr(t))); });
 }
 
+// Whether bundle_raw makes (bundle x y) of these two as one Bundle at once: two reals, or two
+// tagged values of one kind (a list already bundled by an enclosing forward derivative).
+inline bool bundles_at_once(Value x, Value y) {
+  if (x.is_real()) return y.is_real();
+  if (!x.is_obj() || !y.is_obj()) return false;
+  Kind k = kind_of(x);
+  return (k == Kind::Bundle || k == Kind::Reverse || k == Kind::Perturbation || k == Kind::Sensitivity) &&
+         kind_of(y) == k;
+}
+
+// bundle_pairs of a short list and a list whose elements bundle at once (a point and a direction:
+// particle's positions bundled for a forward gradient), in one loop; unbound for anything else.
+// The same list as bundle_pairs makes, which memoises no pair above depth 8 of a walk: this
+// walks no deeper than that. (The elements wait on the C stack, which the collector scans.)
+Value bundle_flat_list(Value p, Value t) {
+  constexpr int kMax = 8;
+  Value pv[kMax], tv[kMax];
+  int n = 0, room = kMax - bundle_memo.depth;
+  for (; is_pair(p) && is_pair(t); n++) {
+    Value x = car(p), y = car(t);
+    if (n == room || !bundles_at_once(x, y)) return Value::unbound();
+    pv[n] = x;
+    tv[n] = y;
+    p = cdr(p);
+    t = cdr(t);
+  }
+  if (!p.is_nil() || !t.is_nil()) return Value::unbound();
+  Value r = Value::nil();
+  while (n-- > 0) r = cons(make_bundle(pv[n], tv[n]), r);
+  return r;
+}
+
 // bundle with the tangent already unwrapped from its perturbation tag.
 Value bundle_raw(Value p, Value t) {
   // (the common cases first, as the general way below takes them: two reals, two pairs)
   if (p.is_real() && t.is_real()) return make_bundle(p, t);
-  if (is(p, Kind::Pair) && is(t, Kind::Pair)) return bundle_pairs(p, t);
+  if (is(p, Kind::Pair) && is(t, Kind::Pair)) {
+    Value r = bundle_flat_list(p, t);
+    return r.is_unbound() ? bundle_pairs(p, t) : r;
+  }
   p = unview(p);
   if (is_zero_view(t) && is(p, Kind::Pair)) {  // (j*): the parts of the zero, not the zero made
     Pair* q = static_cast<Pair*>(view_obj(t));

@@ -2092,15 +2092,60 @@ struct Emitter {
   // After a callee's exit `e` (a tail call, or a chain tail call): to `go_on` when its new callee
   // is a closure with native code and no chain is pending (vlad_jit_tail: Ctrl-C checked, the
   // call record updated), else to `general` with eax = e.
+  // (Inline, as vlad_jit_tail does it, when the layout is in reach: the call only for Ctrl-C.)
   void tail_check(Exit e, Label go_on, Label general, Label thrown) {
+    Label slow = a.newLabel(), not_direct = a.newLabel();
     a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
     a.jne(general);
+    if (enter.ok && depth_offset_ok) {
+      static const char* const prelude_file = intern("<prelude>");
+      static const char* const rules_file = intern("<rules>");
+      Label write = a.newLabel(), internal_pos = a.newLabel();
+      a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_f));
+      kind_guard(Kind::Closure, not_direct);
+      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      a.cmp(xr::qword_ptr(xr::rdx, lambda_direct), 0);
+      a.je(not_direct);
+      a.mov(xr::rdi, xr::qword_ptr(kWork, enter.current));
+      a.cmp(xr::byte_ptr(xr::rdi, enter.interrupt), 0);
+      a.jne(slow);
+      // note_tail_call: the record's callee; its position the call site's, unless the site is
+      // in the prelude or the rules and the record's is not
+      a.mov(xr::rcx, xr::qword_ptr(kWork, depth_offset));
+      a.imul(xr::rcx, xr::rcx, enter.record_bytes);
+      a.add(xr::rcx, xr::qword_ptr(kWork, enter.records));
+      a.mov(xr::qword_ptr(xr::rcx), xr::rax);
+      a.mov(xr::rdi, xr::qword_ptr(xr::rsp, exec_tail_pos));
+      a.mov(xr::rdx, (uint64_t)prelude_file);
+      a.cmp(xr::rdi, xr::rdx);
+      a.je(internal_pos);
+      a.mov(xr::rdx, (uint64_t)rules_file);
+      a.cmp(xr::rdi, xr::rdx);
+      a.jne(write);
+      a.bind(internal_pos);
+      a.mov(xr::rdx, xr::qword_ptr(xr::rcx, enter.record_pos));
+      a.test(xr::rdx, xr::rdx);
+      a.jz(write);
+      a.mov(xr::r8, (uint64_t)prelude_file);
+      a.cmp(xr::rdx, xr::r8);
+      a.je(write);
+      a.mov(xr::r8, (uint64_t)rules_file);
+      a.cmp(xr::rdx, xr::r8);
+      a.jne(go_on);
+      a.bind(write);
+      a.mov(xr::qword_ptr(xr::rcx, enter.record_pos), xr::rdi);
+      a.mov(xr::rdi, xr::qword_ptr(xr::rsp, exec_tail_pos + 8));
+      a.mov(xr::qword_ptr(xr::rcx, enter.record_pos + 8), xr::rdi);
+      a.jmp(go_on);
+    }
+    a.bind(slow);
     a.mov(xr::rdi, xr::rsp);
     call((const void*)&vlad_jit_tail);
     a.cmp(xr::eax, kThrown);
     a.je(thrown);
     a.test(xr::eax, xr::eax);
     a.jnz(go_on);
+    a.bind(not_direct);
     a.mov(xr::eax, (int32_t)e);
     a.jmp(general);
   }
