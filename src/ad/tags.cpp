@@ -748,7 +748,7 @@ Value bundle_flat_list(Value p, Value t) {
   int n = 0, room = kMax - bundle_memo.depth;
   for (; is_pair(p) && is_pair(t); n++) {
     Value x = car(p), y = car(t);
-    if (n == room || !bundles_at_once(x, y)) return Value::unbound();
+    if (n >= room || !bundles_at_once(x, y)) return Value::unbound();
     pv[n] = x;
     tv[n] = y;
     p = cdr(p);
