@@ -737,6 +737,16 @@ struct Reverse {
     return s ? complete(s, xf) : zero_of_fw(xf);
   }
 
+  // (car a) or (cdr a) taken before on the way here (the same part: a pair is never changed):
+  // its forward variable, not a new projection (W3's loop takes (car xs) three times, (cdr xs)
+  // twice: of a *j view, each a call of the view stub, under nesting each transformed again).
+  // Its ρ stays its own (proj_calls, add_pending: the sensitivities of both parts add up).
+  // Null when there is none in scope.
+  Var* taken_again(Op op, Var* a) {
+    Var* k = known_in_scope(op == Op::Car ? car_of : cdr_of, a);
+    return k ? lookup(fw, k) : nullptr;
+  }
+
   void phi(const Binding& b, Emitter& out) {
     out.pos = b.pos;
     Var* x = nullptr;
@@ -776,9 +786,12 @@ struct Reverse {
           break;
         }
         if (Op op = projection_call(b); op != Op::App) {  // (car a) as a's car: as Op::Car below
-          x = out.proj(op, lookup(fw, b.b), op == Op::Car ? current->p_car->name : current->p_cdr->name);
-          (op == Op::Car ? car_of : cdr_of).emplace(b.b, b.x);
-          (op == Op::Car ? fw_car : fw_cdr).emplace(x, lookup(fw, b.b));
+          x = taken_again(op, b.b);
+          if (!x) {
+            x = out.proj(op, lookup(fw, b.b), op == Op::Car ? current->p_car->name : current->p_cdr->name);
+            (op == Op::Car ? car_of : cdr_of).emplace(b.b, b.x);
+            (op == Op::Car ? fw_car : fw_cdr).emplace(x, lookup(fw, b.b));
+          }
           proj_calls[b.x] = op;
           break;
         }
@@ -803,9 +816,12 @@ struct Reverse {
         break;
       case Op::Car:
       case Op::Cdr:
-        x = out.proj(b.op, lookup(fw, b.a), b.pattern);
-        (b.op == Op::Car ? car_of : cdr_of).emplace(b.a, b.x);
-        (b.op == Op::Car ? fw_car : fw_cdr).emplace(x, lookup(fw, b.a));
+        x = taken_again(b.op, b.a);
+        if (!x) {
+          x = out.proj(b.op, lookup(fw, b.a), b.pattern);
+          (b.op == Op::Car ? car_of : cdr_of).emplace(b.a, b.x);
+          (b.op == Op::Car ? fw_car : fw_cdr).emplace(x, lookup(fw, b.a));
+        }
         break;
       case Op::Check: {
         Binding& n = out.emit(Op::Check, "_");
