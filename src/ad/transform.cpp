@@ -299,7 +299,8 @@ struct ShapeWriter {
         case Op::Const:
         case Op::Check: out += " " + write_string(bd.constant); break;
         case Op::Global: out += std::string(" ") + bd.cell->name + "/" + bd.xf; break;
-        case Op::EnvRef: out += " " + std::to_string(bd.index); break;
+        case Op::EnvRef:
+        case Op::Sens: out += " " + std::to_string(bd.index); break;
         case Op::App: out += bd.raw_call ? std::string(" raw/") + bd.xf : ""; break;
         case Op::Lambda:
           for (size_t k = 0; k < bd.lam->free.size(); k++) ref(lam, cap_of(bd, k), bound);
@@ -762,7 +763,10 @@ struct Reverse {
         }
         break;
       case Op::Copy: x = lookup(fw, b.a); break;
-      case Op::Sens: x = out.sens(lookup(fw, b.a), lookup(fw, b.b)); break;
+      case Op::Sens:
+        x = out.sens(lookup(fw, b.a), lookup(fw, b.b));
+        out.body->binds.back().index = b.index;  // (its path: φ of a part is that part of φ)
+        break;
       case Op::Global: {
         constant_vars.insert(b.x);
         if (Op op = user_projection(b); specialize && op != Op::App) {
@@ -960,6 +964,46 @@ struct Reverse {
     for (Var* v : B->free)
       if (retaken(v)) take(v);
     if (m.empty() || captures_any(B->body, m)) return false;
+    // A part read only for the zero a Sens makes of it when its sensitivity is the placeholder
+    // (W3: the zeros of (car xs), (cdr xs), (car (cdr xs))), which is seldom, is not taken here:
+    // the Sens names the kept value and the path to the part (sens_path), taken only then.
+    std::unordered_map<Var*, std::pair<int, int>> reads;  // v -> (as a Sens's b, otherwise)
+    count_reads(B->body, m, reads);
+    for (const Binding& n : pre) reads[n.a].second++;  // (by a part taken of it)
+    std::unordered_map<Var*, int> path_of;  // a part read only by Sens -> its path from its root
+    std::unordered_map<Var*, Var*> root_of;
+    for (auto& [v, r] : reads) {
+      if (!m.count(v) || r.second > 0 || r.first == 0) continue;
+      std::vector<bool> steps;  // from v up to the kept root
+      Var* u = v;
+      Op op;
+      while (Var* up = parent(u, &op)) {
+        steps.push_back(op == Op::Cdr);
+        u = up;
+        if (kept.count(u) && !retaken(u)) break;
+      }
+      if (!kept.count(u) || retaken(u) || (int)steps.size() > kSensPathMax) continue;
+      int path = (int)steps.size();
+      for (size_t k = 0; k < steps.size(); k++)  // (step 0 is the root's, the last found)
+        if (steps[steps.size() - 1 - k]) path |= 1 << (5 + k);
+      path_of[v] = path;
+      root_of[v] = u;
+    }
+    if (!path_of.empty()) {
+      sens_paths(B->body, path_of, root_of);
+      // the parts no longer read: not taken (those read by a part still taken stay)
+      std::unordered_set<Var*> gone;
+      for (auto& [v, p] : path_of) gone.insert(m[v]);
+      for (size_t k = pre.size(); k-- > 0;) {
+        if (!gone.count(pre[k].x)) continue;
+        bool used = false;
+        for (const Binding& n : pre)
+          if (n.a == pre[k].x && !gone.count(n.x)) used = true;
+        if (used) gone.erase(pre[k].x);
+      }
+      pre.erase(std::remove_if(pre.begin(), pre.end(), [&](const Binding& n) { return gone.count(n.x) > 0; }),
+                pre.end());
+    }
     rename_uses(B->body, m);
     // (after a first call of a captured backpropagator and the projections of its result: a body
     // that starts so is the head of a chain, which the evaluator walks without recursion, and
@@ -975,6 +1019,42 @@ struct Reverse {
     }
     binds.insert(binds.begin() + at, pre.begin(), pre.end());
     return true;
+  }
+  // The reads in b (its branches included) of the variables m maps: as a Sens's b, and otherwise.
+  static void count_reads(const Body* b, VarMap& m, std::unordered_map<Var*, std::pair<int, int>>& reads) {
+    auto other = [&](Var* v) {
+      if (v && m.count(v)) reads[v].second++;
+    };
+    for (const Binding& bd : b->binds) {
+      if (bd.op == Op::Sens && !bd.index && bd.b && m.count(bd.b)) {
+        reads[bd.b].first++;
+        other(bd.a);
+        continue;
+      }
+      other(bd.a);
+      other(bd.b);
+      if (bd.op == Op::If) {
+        count_reads(bd.then_, m, reads);
+        count_reads(bd.else_, m, reads);
+      }
+    }
+    other(b->result);
+  }
+  // Each Sens in b reading one of those parts as its b: the kept value instead, and the path.
+  static void sens_paths(Body* b, std::unordered_map<Var*, int>& path_of, std::unordered_map<Var*, Var*>& root_of) {
+    for (Binding& bd : b->binds) {
+      if (bd.op == Op::Sens && !bd.index && bd.b) {
+        auto it = path_of.find(bd.b);
+        if (it != path_of.end()) {
+          bd.index = it->second;
+          bd.b = root_of[it->first];
+        }
+      }
+      if (bd.op == Op::If) {
+        sens_paths(bd.then_, path_of, root_of);
+        sens_paths(bd.else_, path_of, root_of);
+      }
+    }
   }
   // Whether a lambda made in b (its branches included) captures one of the variables m maps. (The
   // lambdas a backpropagator makes, f̄ and the closures of constants, capture sensitivities and

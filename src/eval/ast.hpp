@@ -49,7 +49,8 @@ enum class Op : uint8_t {
              // transforms expand it into those three calls before transforming it). Skipped, giving
              // the placeholder zero, when b is a zero (a backpropagator is linear).
   Sens,      // x = a, or the zero of (*j-inverse b) when a is the placeholder zero (AD-internal:
-             // completes a sensitivity before it is built into a structure or returned)
+             // completes a sensitivity before it is built into a structure or returned). With
+             // a path (Binding::index, sens_path), of that part of b: its car/cdr taken only then.
 };
 
 struct Body;
@@ -77,7 +78,7 @@ struct Binding {
   // App: call the raw entry of a's value (a backpropagator's body, or the same transform of it:
   // Lambda::raw_variant) — what a BackCall becomes under the transforms, which apply `xf` to it.
   bool raw_call = false;
-  int index = 0;  // EnvRef: the slot
+  int index = 0;  // EnvRef: the slot; Sens: a path of car/cdr into b (sens_path), 0 for none
   Var* x = nullptr;
   Var* a = nullptr;
   Var* b = nullptr;
@@ -207,6 +208,12 @@ struct Lambda {
   // first needed: bp_list_ref gives list-ref's a call.
   Value empty_zero = Value::unbound();
 };
+
+// Sens's path into b (Binding::index): its length in the low 5 bits, then one bit a step from b
+// outward (1: cdr, 0: car), at most kSensPathMax steps.
+constexpr int kSensPathMax = 20;
+inline int sens_path_length(int path) { return path & 31; }
+inline bool sens_path_cdr(int path, int step) { return (path >> (5 + step)) & 1; }
 
 Var* new_var(const char* name);
 Lambda* new_lambda();

@@ -36,6 +36,10 @@ void dump_body(const Body* b, int indent, std::string& out, int lambda_depth) {
     if (bd.a) out += " " + var_name(bd.a);
     if (bd.b) out += " " + var_name(bd.b);
     if (bd.op == Op::EnvRef) out += " #" + std::to_string(bd.index);
+    if (bd.op == Op::Sens && bd.index) {  // the path into b: (car (cdr b)) is "da"
+      out += " of ";
+      for (int k = sens_path_length(bd.index); k-- > 0;) out += sens_path_cdr(bd.index, k) ? "d" : "a";
+    }
     out += "\n";
     if (bd.op == Op::If) {
       dump_body(bd.then_, indent + 4, out, lambda_depth);

@@ -243,8 +243,33 @@ inline int Exec::op_copy(const Instr* ip) {
 
 inline int Exec::op_sens(const Instr* ip) {
   Value s = get(ip->a);
-  fr[ip->x] = s.is_zero_sens() ? rzero(get(ip->b)) : s;
+  if (!s.is_zero_sens()) {
+    fr[ip->x] = s;
+    return kContinue;
+  }
+  Value b = get(ip->b);
+  if (int path = ip->src->index) b = sens_part(b, path, ip);
+  fr[ip->x] = rzero(b);
   return kContinue;
+}
+
+// The part of v a Sens's path names, taken as Car and Cdr instructions take it (op_car_cdr).
+__attribute__((noinline)) Value Exec::sens_part(Value v, int path, const Instr* ip) {
+  for (int k = 0, n = sens_path_length(path); k < n; k++) {
+    bool cdr_side = sens_path_cdr(path, k);
+    if (is_pair(v)) {
+      v = cdr_side ? cdr(v) : car(v);
+    } else if (is_j_view(v) && view_tag(v) == kViewJ) {
+      v = j_part(static_cast<Pair*>(view_obj(v)), cdr_side);
+    } else if (is_lazy(v)) {
+      Value m = force(v);
+      if (!is_pair(m)) pattern_error(m, "(cons a d)", ip->src->pos);
+      v = cdr_side ? cdr(m) : car(m);
+    } else if (!v.is_zero_sens()) {
+      pattern_error(v, "(cons a d)", ip->src->pos);  // (the forward phase took these parts: never)
+    }
+  }
+  return v;
 }
 
 inline int Exec::op_global(const Instr* ip) {

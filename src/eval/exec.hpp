@@ -60,6 +60,7 @@ struct Exec {
   int op_cons(const Instr* ip);
   int op_car_cdr(const Instr* ip);
   int op_car_cdr_other(const Instr* ip, Value v);  // (not a pair)
+  Value sens_part(Value v, int path, const Instr* ip);  // (op_sens with a path)
   int op_check(const Instr* ip);
   int op_if(const Instr* ip);
   int op_backcall(const Instr* ip);
