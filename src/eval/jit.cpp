@@ -692,6 +692,29 @@ struct Emitter {
     arg3_cdr = i3;
   }
 
+  static const char* prelude_file() {
+    static const char* const f = intern("<prelude>");
+    return f;
+  }
+  static const char* rules_file() {
+    static const char* const f = intern("<rules>");
+    return f;
+  }
+  // note_tail_call's rule for a call site inside the prelude or the rules: it replaces the
+  // record's position (rcx: the record) only when that is none or such a site too: to `write`
+  // then, else to `keep`. Clobbers t and rdx.
+  void internal_site_replaces(const xr::Gp& t, Label write, Label keep) {
+    a.mov(t, xr::qword_ptr(xr::rcx, enter.record_pos));
+    a.test(t, t);
+    a.jz(write);
+    a.mov(xr::rdx, (uint64_t)prelude_file());
+    a.cmp(t, xr::rdx);
+    a.je(write);
+    a.mov(xr::rdx, (uint64_t)rules_file());
+    a.cmp(t, xr::rdx);
+    a.jne(keep);
+  }
+
   // The frame's record for a self tail call, as vlad_jit_self_tail makes it (Ctrl-C checked, the
   // callee in rax and the call site noted as note_tail_call notes it): inline, the call only when
   // an interrupt is pending (or the layout is out of reach).
@@ -716,20 +739,10 @@ struct Emitter {
     a.add(xr::rcx, xr::qword_ptr(kWork, enter.records));
     a.mov(xr::qword_ptr(xr::rcx), xr::rax);  // rec->f
     const Pos& pos = ip->src->pos;
-    static const char* const prelude_file = intern("<prelude>");
-    static const char* const rules_file = intern("<rules>");
-    if (pos.file == prelude_file || pos.file == rules_file) {
+    if (pos.file == prelude_file() || pos.file == rules_file()) {
       // a site inside the prelude or the rules replaces only such a site, or none
       Label write = a.newLabel();
-      a.mov(xr::rdi, xr::qword_ptr(xr::rcx, enter.record_pos));
-      a.test(xr::rdi, xr::rdi);
-      a.jz(write);
-      a.mov(xr::rdx, (uint64_t)prelude_file);
-      a.cmp(xr::rdi, xr::rdx);
-      a.je(write);
-      a.mov(xr::rdx, (uint64_t)rules_file);
-      a.cmp(xr::rdi, xr::rdx);
-      a.jne(noted);
+      internal_site_replaces(xr::rdi, write, noted);
       a.bind(write);
     }
     uint64_t line_col = (uint64_t)(uint32_t)pos.line | (uint64_t)(uint32_t)pos.col << 32;
@@ -2098,8 +2111,6 @@ struct Emitter {
     a.cmp(xr::qword_ptr(xr::rsp, exec_pend_first), 0);
     a.jne(general);
     if (enter.ok && depth_offset_ok) {
-      static const char* const prelude_file = intern("<prelude>");
-      static const char* const rules_file = intern("<rules>");
       Label write = a.newLabel(), internal_pos = a.newLabel();
       a.mov(xr::rax, xr::qword_ptr(xr::rsp, exec_f));
       kind_guard(Kind::Closure, not_direct);
@@ -2116,22 +2127,14 @@ struct Emitter {
       a.add(xr::rcx, xr::qword_ptr(kWork, enter.records));
       a.mov(xr::qword_ptr(xr::rcx), xr::rax);
       a.mov(xr::rdi, xr::qword_ptr(xr::rsp, exec_tail_pos));
-      a.mov(xr::rdx, (uint64_t)prelude_file);
+      a.mov(xr::rdx, (uint64_t)prelude_file());
       a.cmp(xr::rdi, xr::rdx);
       a.je(internal_pos);
-      a.mov(xr::rdx, (uint64_t)rules_file);
+      a.mov(xr::rdx, (uint64_t)rules_file());
       a.cmp(xr::rdi, xr::rdx);
       a.jne(write);
       a.bind(internal_pos);
-      a.mov(xr::rdx, xr::qword_ptr(xr::rcx, enter.record_pos));
-      a.test(xr::rdx, xr::rdx);
-      a.jz(write);
-      a.mov(xr::r8, (uint64_t)prelude_file);
-      a.cmp(xr::rdx, xr::r8);
-      a.je(write);
-      a.mov(xr::r8, (uint64_t)rules_file);
-      a.cmp(xr::rdx, xr::r8);
-      a.jne(go_on);
+      internal_site_replaces(xr::r8, write, go_on);
       a.bind(write);
       a.mov(xr::qword_ptr(xr::rcx, enter.record_pos), xr::rdi);
       a.mov(xr::rdi, xr::qword_ptr(xr::rsp, exec_tail_pos + 8));
