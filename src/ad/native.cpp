@@ -945,6 +945,20 @@ inline AdOp ad_op(Prim* p) { return (AdOp)p->native_op; }
 // Commuting with *j: the value is computed on the reverse values directly.
 inline bool commutes(AdOp op) { return op == A_ZERO || op == A_RZERO || op == A_PLUS || op == A_J || op == A_JINV; }
 
+// v when it is a Bundle (primal and tangent at once, as forward_part takes them), else null.
+inline const Bundle* as_bundle(Value v) { return is(v, Kind::Bundle) ? static_cast<const Bundle*>(v.as_obj()) : nullptr; }
+// Whether v is a pair of two Bundles (a forward primitive's argument tuple under nested forward
+// derivatives), into *a and *d.
+inline bool bundle_pair(Value v, const Bundle** a, const Bundle** d) {
+  if (!is_pair(v)) return false;
+  *a = as_bundle(car(v));
+  *d = as_bundle(cdr(v));
+  return *a && *d;
+}
+
+Value apply_linear(Value m, Value x);
+Value fwd_linear_deep(Closure* c, Value v);
+
 Value fwd_ad(Closure* c, Value v) {
   Prim* p = prim_of(c);
   // The sum of two forward values without a real (a procedure's sensitivity in a backward pass
@@ -958,7 +972,20 @@ Value fwd_ad(Closure* c, Value v) {
   // gradient-R's (*j f) of one closure once an integration step, inside a forward derivative)
   ClosureMemo* memo = is(v, Kind::Closure) && v.as_obj()->aux != 0 ? closure_memo(p, v) : nullptr;
   if (memo && memo->key == v && memo->op == p) return memo->r;
-  r = bundle_untagged(apply_prim(p, primal(v)), apply_prim(p, tangent_untagged(v)));
+  // (the tangent's part first, then the primal's: the order the calls were always made in)
+  Value t, q;
+  const Bundle *a, *d;
+  if (bundle_pair(v, &a, &d) && p->arity == 2) {  // (bundle x y) and ⊕ under nested forward derivatives
+    t = p->fn2(p, a->tangent, d->tangent);
+    q = p->fn2(p, a->primal, d->primal);
+  } else if (const Bundle* b = as_bundle(v)) {
+    t = apply_prim(p, b->tangent);
+    q = apply_prim(p, b->primal);
+  } else {
+    t = apply_prim(p, tangent_untagged(v));
+    q = apply_prim(p, primal(v));
+  }
+  r = bundle_untagged(q, t);
   if (memo) *memo = {v, p, r};
   return r;
 }
@@ -1006,9 +1033,28 @@ bool bp_ad(Closure* c, Value y, Value* out) {
 }
 
 // F(M) of a linear M (M the closure of the lambda this one transforms).
+// m applied to x, m's native form called at once when it is F(M) of a linear M at a lower level
+// or M's forward rule (neither declines, nor counts an application: apply's frame, without a
+// position, never shows in a trace).
+Value apply_linear(Value m, Value x) {
+  Closure* mc = static_cast<Closure*>(m.as_obj());
+  auto f = mc->lambda->native1;
+  if (f == fwd_linear_deep || f == fwd_ad) return f(mc, x);
+  return apply(m, x);
+}
+
 Value fwd_linear_deep(Closure* c, Value v) {
   Value m = closure_of(c->lambda->source, nullptr);
-  return bundle_untagged(apply(m, primal(v)), apply(m, tangent_untagged(v)));
+  // (the tangent's part first, then the primal's: the order the calls were always made in)
+  Value t, q;
+  if (const Bundle* b = as_bundle(v)) {
+    t = apply_linear(m, b->tangent);
+    q = apply_linear(m, b->primal);
+  } else {
+    t = apply_linear(m, tangent_untagged(v));
+    q = apply_linear(m, primal(v));
+  }
+  return bundle_untagged(q, t);
 }
 
 void install_ad_native(Prim* p, Lambda* rule, char kind) {

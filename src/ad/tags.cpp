@@ -762,8 +762,9 @@ Value bundle_flat_list(Value p, Value t) {
 
 // bundle with the tangent already unwrapped from its perturbation tag.
 Value bundle_raw(Value p, Value t) {
-  // (the common cases first, as the general way below takes them: two reals, two pairs)
-  if (p.is_real() && t.is_real()) return make_bundle(p, t);
+  // (the common cases first, as the general way below takes them: two reals or two tagged values
+  // of one kind, two pairs)
+  if (bundles_at_once(p, t)) return make_bundle(p, t);
   if (is(p, Kind::Pair) && is(t, Kind::Pair)) {
     Value r = bundle_flat_list(p, t);
     return r.is_unbound() ? bundle_pairs(p, t) : r;
@@ -851,10 +852,20 @@ Value forward_part(const char* who, Value v, int part) {
       Bundle* b = static_cast<Bundle*>(v.as_obj());
       return part == 0 ? b->primal : b->tangent;
     }
-    case Kind::Pair:
+    case Kind::Pair: {
+      // (a pair of two Bundles, where the memo is not in use: its parts' parts at once, as the
+      // walk below takes them; the argument tuple of a forward primitive under nested forward
+      // derivatives, W4's)
+      Value a = car(v), d = cdr(v);
+      if (part_memo.depth < 8 && is(a, Kind::Bundle) && is(d, Kind::Bundle)) {
+        const Bundle* ba = static_cast<const Bundle*>(a.as_obj());
+        const Bundle* bd = static_cast<const Bundle*>(d.as_obj());
+        return part == 0 ? cons(ba->primal, bd->primal) : cons(ba->tangent, bd->tangent);
+      }
       return memo_pair(part_memo, v, Value::real(part), [&] {
         return cons(forward_part(who, car(v), part), forward_part(who, cdr(v), part));
       });
+    }
     case Kind::Closure: {
       Closure* c = as_closure(v);
       Lambda* lam = c->lambda;
