@@ -198,7 +198,7 @@ extern __thread WorkCounters work;  // (__thread: no initialisation check at eac
 uint64_t reachable_bytes(Value v);
 
 // While one of these is alive on this thread (outermost only), steps and allocation count as
-// analysis.
+// analysis, and no collection starts until it has allocated kAnalysisNoCollect bytes (heap.cpp).
 class AnalysisScope {
  public:
   AnalysisScope();
