@@ -131,6 +131,9 @@ inline bool is_const_leaf(Value v) { return v.is_obj() && v.as_obj()->kind == Ki
 // whose derivatives are constant: a Tagged of 16 bytes; 1: a RevNode of 24 without x2; 2: a
 // RevNode); and whether a rule lambda computes its forward phase that way (rev_binary_s2).
 int rev_node_args(Prim* p);
+// The backpropagator of every node of + (or -): the view of one node made for the primitive
+// (native.cpp); unbound when there is none.
+Value shared_bp_view(Prim* p);
 // The backpropagator of a binary primitive applied to two constant leaves (kConstPairView).
 Value const_pair_view();
 bool is_rev_binary_rule(Lambda* rule);

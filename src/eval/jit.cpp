@@ -955,7 +955,9 @@ struct Emitter {
       a.jnz(constants);  // two constants: nothing is recorded (a constant leaf, the zero backpropagator)
       emit_rev_node(p);
       put(ip, 1, xr::rax);
-      a.or_(xr::rax, (int32_t)kViewBpNode);
+      Value shared = rev_node_args(p) == 0 ? shared_bp_view(p) : Value::unbound();
+      if (shared.is_unbound()) a.or_(xr::rax, (int32_t)kViewBpNode);  // the node's own view
+      else a.mov(xr::rax, shared.bits);  // + and -: the one node's (rev_binary_s2)
       put(ip, 2, xr::rax);
       end_put();
       a.jmp(out);
