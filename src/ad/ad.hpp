@@ -134,14 +134,6 @@ int rev_node_args(Prim* p);
 // The backpropagator of every node of + (or -): the view of one node made for the primitive
 // (native.cpp); unbound when there is none.
 Value shared_bp_view(Prim* p);
-// What a backpropagator that reads a captured value v only as a Sens's shape (the zero of its
-// *j-inverse) keeps of it: for a first-level reverse real (a node, a constant leaf, a tagged
-// real), whose zero is 0 whatever the real, one reverse real 0 for the process
-// (shared_reverse_zero), so that the value's node is not kept alive by the backpropagator; v
-// itself otherwise. shape_env applies it to the slots of closure c that Lambda::shape_slots names.
-Value shared_reverse_zero();
-Value sens_shape(Value v);
-void shape_env(Closure* c, uint64_t slots);
 // The backpropagator of a binary primitive applied to two constant leaves (kConstPairView).
 Value const_pair_view();
 bool is_rev_binary_rule(Lambda* rule);

@@ -584,29 +584,6 @@ bool rev_unary_s(Closure* c, Value v, Value* out) {
 // which the backpropagator would otherwise keep alive (W3's inner sum: 16 bytes a loop step).
 // Unbound for a primitive id past the table (a host's primitive never is + or -).
 }  // namespace
-
-// The reverse real 0, made once for the process (never collected): the shape sens_shape keeps.
-Value shared_reverse_zero() {
-  static const Value z = [] {
-    Tagged* t = static_cast<Tagged*>(gc_alloc_uncollectable(sizeof(Tagged)));
-    t->kind = Kind::Reverse;
-    t->aux = 0;
-    t->v = Value::real(0);
-    return Value::obj(t);
-  }();
-  return z;
-}
-
-Value sens_shape(Value v) {
-  if (v.is_obj() && kind_of(v) == Kind::Reverse && static_cast<Tagged*>(v.as_obj())->v.is_real()) return shared_reverse_zero();
-  return v;
-}
-
-void shape_env(Closure* c, uint64_t slots) {
-  for (int k = 0; k < 64 && k < (int)c->aux; k++)
-    if (slots >> k & 1) c->env[k] = sens_shape(c->env[k]);
-}
-
 Value shared_bp_view(Prim* p) {
   static std::atomic<uint64_t> table[1024];
   static std::mutex made;

@@ -342,7 +342,6 @@ struct Compiler {
             in.chain_call = true;
             in.hole = hole;
             in.chain = b->binds[i + 3].lam;
-            sens_shape_slots(in.chain);
             in.caps = caps_of(b->binds[i + 3], &in.ncaps);
           }
           // Fuse (f (cons p q)) when the pair is used only here: binary primitives then take
@@ -362,7 +361,6 @@ struct Compiler {
           break;
         case Op::Lambda: {
           in.lam = bd.lam;
-          sens_shape_slots(bd.lam);
           in.caps = caps_of(bd, &in.ncaps);
           in.self_ref = bd.lam == lam && in.ncaps == (int)lam->free.size();
           for (int k = 0; in.self_ref && k < in.ncaps; k++) in.self_ref = in.caps[k] == -(k + 1);
@@ -390,46 +388,6 @@ struct Compiler {
 };
 
 }  // namespace
-
-namespace {
-// The reads in b of lam's free variables (their index in `index`): as a path-less Sens's shape
-// (its b) in sens, any other in other (nested lambdas' captures and branches included).
-void shape_reads(const Body* b, const std::unordered_map<const Var*, int>& index, uint64_t& sens, uint64_t& other) {
-  auto read = [&](const Var* v, uint64_t& into) {
-    if (!v) return;
-    auto it = index.find(v);
-    if (it != index.end()) into |= uint64_t(1) << it->second;
-  };
-  for (const Binding& bd : b->binds) {
-    if (bd.op == Op::Sens && bd.index == 0) {
-      read(bd.b, sens);
-      read(bd.a, other);
-      continue;
-    }
-    read(bd.a, other);
-    read(bd.b, other);
-    if (bd.op == Op::If) {
-      shape_reads(bd.then_, index, sens, other);
-      shape_reads(bd.else_, index, sens, other);
-    } else if (bd.op == Op::Lambda) {
-      for (size_t i = 0; i < bd.lam->free.size(); i++) read(bd.caps ? bd.caps[i] : bd.lam->free[i], other);
-    }
-  }
-  read(b->result, other);
-}
-}  // namespace
-
-uint64_t sens_shape_slots(Lambda* lam) {
-  if (lam->shape_done) return lam->shape_slots;
-  if (!lam->raw_bp || !lam->body) return 0;
-  std::unordered_map<const Var*, int> index;
-  for (size_t i = 0; i < lam->free.size() && i < 64; i++) index.emplace(lam->free[i], (int)i);
-  uint64_t sens = 0, other = 0;
-  shape_reads(lam->body, index, sens, other);
-  lam->shape_slots = sens & ~other;
-  lam->shape_done = true;
-  return lam->shape_slots;
-}
 
 void compile(Lambda* lam) {
   if (lam->code) return;

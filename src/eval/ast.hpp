@@ -193,13 +193,6 @@ struct Lambda {
   gc_vector<Value>* cc_consts = nullptr;
   const char* shape = nullptr;
 
-  // A raw backpropagator's free variables (the first 64) that its body reads only as a Sens's
-  // shape without a path (the zero a placeholder sensitivity becomes): a closure of it keeps, in
-  // such a slot, only the shape of the value captured (sens_shape_slots, analyse.cpp; native.cpp
-  // sens_shape). Set when code making its closures is compiled.
-  uint64_t shape_slots = 0;
-  bool shape_done = false;
-
   Code* code = nullptr;     // compiled on first call
   // `code` once it has native code and nothing else runs in its place (no native implementation,
   // not a raw backpropagator): native callers then enter it directly (jit.cpp). Null otherwise.
@@ -231,9 +224,6 @@ void ensure_body(Lambda* lam);
 
 // Computes the free variables of `lam` (and of every lambda nested in it), in variable-id order.
 void compute_free_variables(Lambda* lam);
-// Lambda::shape_slots of lam, computed once (0 for a lambda that is not a raw backpropagator or
-// whose body is not made yet).
-uint64_t sens_shape_slots(Lambda* lam);
 
 // Debug printing of the analysed form.
 std::string lambda_to_string(const Lambda* lam);

@@ -211,7 +211,6 @@ Value Exec::way_out_bp(const Instr* ip, Value v, Value bp) {
   Value b = make_closure(ip->chain, nullptr, ip->ncaps);
   Closure* cl = static_cast<Closure*>(b.as_obj());
   for (int k = 0; k < ip->ncaps; k++) cl->env[k] = k == ip->hole ? bp : get(ip->caps[k]);
-  if (ip->chain->shape_slots) shape_env(cl, ip->chain->shape_slots);
   return b;
 }
 
@@ -315,7 +314,6 @@ inline int Exec::op_app(const Instr* ip) {
     Value b = make_closure(ip->chain, nullptr, ip->ncaps);
     Closure* cl = static_cast<Closure*>(b.as_obj());
     for (int k = 0; k < ip->ncaps; k++) cl->env[k] = k == ip->hole ? Value::nil() : get(ip->caps[k]);
-    if (ip->chain->shape_slots) shape_env(cl, ip->chain->shape_slots);
     chain = cl;
     hole = ip->hole;
     f = fv;

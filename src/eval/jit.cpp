@@ -1523,29 +1523,8 @@ struct Emitter {
     for (int k = 0; k < n; k++) {
       if (k == hole) fill_hole();
       else load(xr::rcx, caps[k]);
-      if (hole >= 0 && k != hole && k < 64 && (lam->shape_slots >> k & 1)) shape_of(xr::rcx);
       a.mov(xr::qword_ptr(xr::rax, closure_env + 8 * k), xr::rcx);
     }
-  }
-  // g = sens_shape(g): a first-level reverse real (an object of kind Reverse holding a real)
-  // becomes the process's one reverse 0 (Lambda::shape_slots). Clobbers rdx, r8.
-  void shape_of(const xr::Gp& g) {
-    Label keep = a.newLabel();
-    a.mov(xr::rdx, g);
-    a.shr(xr::rdx, 48);
-    a.jnz(keep);  // a real, an immediate view
-    a.cmp(g, 0xff);
-    a.jbe(keep);  // (), #t, #f and the like
-    a.test(g.r8(), 15);
-    a.jnz(keep);  // a view of an object
-    a.cmp(xr::dword_ptr(g, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
-    a.jne(keep);
-    a.mov(xr::rdx, xr::qword_ptr(g, node_v));
-    a.mov(xr::r8, kOffset);
-    a.cmp(xr::rdx, xr::r8);
-    a.jb(keep);  // not a real inside
-    a.mov(g, shared_reverse_zero().bits);
-    a.bind(keep);
   }
 
   // To `inert` when rax holds a value without a real (Exec's inert_value: (), #t, #f, a string);
