@@ -585,6 +585,7 @@ bool rev_unary_s(Closure* c, Value v, Value* out) {
 // Unbound for a primitive id past the table (a host's primitive never is + or -).
 }  // namespace
 Value shared_bp_view(Prim* p) {
+  if (p->shared_bp_bits) return Value(p->shared_bp_bits, 0);
   static std::atomic<uint64_t> table[1024];
   static std::mutex made;
   if (p->id < 0 || p->id >= 1024) return Value::unbound();
@@ -601,6 +602,7 @@ Value shared_bp_view(Prim* p) {
       table[p->id].store(bits, std::memory_order_release);
     }
   }
+  p->shared_bp_bits = bits;
   return Value(bits, 0);
 }
 namespace {
@@ -617,6 +619,10 @@ bool rev_binary_s2(Closure* c, Value a, Value b, Value* out) {
   }
   int nargs = node_args(op_of(p));
   out[0] = make_node(p, y.as_real(), nargs, x1, x2);
+  if (nargs == 0 && p->shared_bp_bits) {
+    out[1] = Value(p->shared_bp_bits, 0);
+    return true;
+  }
   out[1] = nargs == 0 ? shared_bp_view(p) : Value::unbound();
   if (out[1].is_unbound()) out[1] = view_of(out[0], kViewBpNode);
   return true;

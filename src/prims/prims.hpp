@@ -28,6 +28,7 @@ struct Prim : Obj {
   int arity;  // 1: takes its argument; 2: takes a pair
   PrimClass cls;
   uint8_t native_op = 0;  // what its native rules compute (native.cpp)
+  uint64_t shared_bp_bits = 0;  // + and -: its nodes' one backpropagator, once made (shared_bp_view)
   Value (*fn1)(Prim*, Value) = nullptr;
   Value (*fn2)(Prim*, Value, Value) = nullptr;
   // Derivative rules, VLAD source of a one-argument lambda (see prelude.cpp for their shapes).
