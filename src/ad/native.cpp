@@ -584,8 +584,9 @@ bool rev_unary_s(Closure* c, Value v, Value* out) {
 // which the backpropagator would otherwise keep alive (W3's inner sum: 16 bytes a loop step).
 // Unbound for a primitive id past the table (a host's primitive never is + or -).
 }  // namespace
-Value shared_bp_view(Prim* p) {
-  if (p->shared_bp_bits) return Value(p->shared_bp_bits, 0);
+// (made once a process, under a lock, for every interpreter's primitive of that id; then cached
+// on the Prim, which shared_bp_view reads)
+__attribute__((noinline)) Value make_shared_bp_view(Prim* p) {
   static std::atomic<uint64_t> table[1024];
   static std::mutex made;
   if (p->id < 0 || p->id >= 1024) return Value::unbound();
@@ -605,6 +606,7 @@ Value shared_bp_view(Prim* p) {
   p->shared_bp_bits = bits;
   return Value(bits, 0);
 }
+Value shared_bp_view(Prim* p) { return p->shared_bp_bits ? Value(p->shared_bp_bits, 0) : make_shared_bp_view(p); }
 namespace {
 
 bool rev_binary_s2(Closure* c, Value a, Value b, Value* out) {
@@ -619,10 +621,6 @@ bool rev_binary_s2(Closure* c, Value a, Value b, Value* out) {
   }
   int nargs = node_args(op_of(p));
   out[0] = make_node(p, y.as_real(), nargs, x1, x2);
-  if (nargs == 0 && p->shared_bp_bits) {
-    out[1] = Value(p->shared_bp_bits, 0);
-    return true;
-  }
   out[1] = nargs == 0 ? shared_bp_view(p) : Value::unbound();
   if (out[1].is_unbound()) out[1] = view_of(out[0], kViewBpNode);
   return true;

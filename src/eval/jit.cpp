@@ -342,6 +342,17 @@ struct Emitter {
     a.call(xr::rax);
   }
   // A runtime call that returns kContinue or how the body ends.
+  // A tail call taken in native code: to `slow` when Ctrl-C is pending; else rcx = the call
+  // record of this depth, its callee set to rax (note_tail_call's first half). Clobbers rdi.
+  void record_callee(Label slow) {
+    a.mov(xr::rdi, xr::qword_ptr(kWork, enter.current));
+    a.cmp(xr::byte_ptr(xr::rdi, enter.interrupt), 0);
+    a.jne(slow);
+    a.mov(xr::rcx, xr::qword_ptr(kWork, depth_offset));
+    a.imul(xr::rcx, xr::rcx, enter.record_bytes);
+    a.add(xr::rcx, xr::qword_ptr(kWork, enter.records));
+    a.mov(xr::qword_ptr(xr::rcx), xr::rax);
+  }
   void check_continue() {
     a.cmp(xr::eax, Exec::kContinue);
     a.jne(ret);
@@ -731,13 +742,7 @@ struct Emitter {
       call_tail();
       return;
     }
-    a.mov(xr::rdi, xr::qword_ptr(kWork, enter.current));
-    a.cmp(xr::byte_ptr(xr::rdi, enter.interrupt), 0);
-    a.jne(slow_tail);
-    a.mov(xr::rcx, xr::qword_ptr(kWork, depth_offset));
-    a.imul(xr::rcx, xr::rcx, enter.record_bytes);
-    a.add(xr::rcx, xr::qword_ptr(kWork, enter.records));
-    a.mov(xr::qword_ptr(xr::rcx), xr::rax);  // rec->f
+    record_callee(slow_tail);
     const Pos& pos = ip->src->pos;
     if (pos.file == prelude_file() || pos.file == rules_file()) {
       // a site inside the prelude or the rules replaces only such a site, or none
@@ -2119,15 +2124,9 @@ struct Emitter {
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
       a.cmp(xr::qword_ptr(xr::rdx, lambda_direct), 0);
       a.je(not_direct);
-      a.mov(xr::rdi, xr::qword_ptr(kWork, enter.current));
-      a.cmp(xr::byte_ptr(xr::rdi, enter.interrupt), 0);
-      a.jne(slow);
       // note_tail_call: the record's callee; its position the call site's, unless the site is
       // in the prelude or the rules and the record's is not
-      a.mov(xr::rcx, xr::qword_ptr(kWork, depth_offset));
-      a.imul(xr::rcx, xr::rcx, enter.record_bytes);
-      a.add(xr::rcx, xr::qword_ptr(kWork, enter.records));
-      a.mov(xr::qword_ptr(xr::rcx), xr::rax);
+      record_callee(slow);
       a.mov(xr::rdi, xr::qword_ptr(xr::rsp, exec_tail_pos));
       a.mov(xr::rdx, (uint64_t)prelude_file());
       a.cmp(xr::rdi, xr::rdx);
