@@ -154,6 +154,21 @@ want=$(printf '%s\n' 'tailprim.vlad:2:3: error: unperturb: expected a perturbati
 if [ $RC -eq 1 ] && [ "$(printf '%s\n' "$ERR" | head -3)" = "$want" ]; then ok "a tail-called primitive's error: its own record, then its caller's caller"
 else notok "a tail-called primitive's error: its own record, then its caller's caller" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 
+# a primitive of one argument called (not in tail position) by interpreted code: its own call
+# record (op_app calls it in its frame without apply_core), the same trace in every tier
+cat >unaryprim.vlad <<'EOF'
+(define (f x) (+ 1 (sqrt x)))
+(define (g x) (* 2 (f x)))
+(define (loop n) (if (= n 0) (g (list 1 2)) (begin (g n) (loop (- n 1)))))
+(loop 40)
+EOF
+want=$(printf '%s\n' 'unaryprim.vlad:1:20: error: sqrt: expected a real, got (1 2)' '  in sqrt at unaryprim.vlad:1:20' '  in f at unaryprim.vlad:2:20' '  in g at unaryprim.vlad:3:30')
+for tier in VLAD_JIT=off VLAD_JIT=on; do
+  ERR=$(env $tier "$V" unaryprim.vlad 2>&1 >/dev/null); RC=$?
+  if [ $RC -eq 1 ] && [ "$ERR" = "$want" ]; then ok "a one-argument primitive's error ($tier): its own record, then its callers"
+  else notok "a one-argument primitive's error ($tier): its own record, then its callers" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+done
+
 # a callee's tail call taken by its compiled caller (the new callee entered in the same frame,
 # its record noted inline): a site in the prelude (reduce's call of c) replaces only a site in
 # the prelude, as the interpreter's apply_core loop notes it; the same trace in every tier

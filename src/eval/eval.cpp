@@ -277,6 +277,10 @@ inline int Exec::op_global(const Instr* ip) {
   return kContinue;
 }
 
+namespace {
+Value prim1_in_frame(Prim* p, Value arg, Pos pos);
+}
+
 inline int Exec::op_app(const Instr* ip) {
   work.applications++;
   if (ip->raw_call) {
@@ -323,6 +327,16 @@ inline int Exec::op_app(const Instr* ip) {
     return (int)Exit::ChainTail;
   }
   note_callee(ip, fv);
+  if (ip->op2 != AppPair && !ip->tail && is(fv, Kind::Prim)) {
+    // a primitive of one argument (the AD library's %rzero, *j, *j-inverse in transformed
+    // backpropagators: most of nested reverse mode's applications): called in its frame as
+    // apply_core calls it, without apply_core's set-up (as native code's vlad_jit_prim1 does)
+    Prim* p = static_cast<Prim*>(fv.as_obj());
+    if (p->arity != 2 && p->fn1) {
+      fr[ip->x] = prim1_in_frame(p, get(ip->b), ip->src->pos);
+      return kContinue;
+    }
+  }
   if (ip->op2 == AppPair) {
     if (is(fv, Kind::Prim)) {
       Prim* p = static_cast<Prim*>(fv.as_obj());
@@ -677,6 +691,14 @@ struct CallFrame {
   ~CallFrame() { eval_depth--; }
   CallRecord* record() const { return &call_records[depth]; }
 };
+
+// A primitive of one argument applied in its call frame, as apply_core applies it.
+Value prim1_in_frame(Prim* p, Value arg, Pos pos) {
+  CallFrame frame(Value::obj(p), pos);
+  Interp* in = current;
+  if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
+  return p->fn1(p, arg);
+}
 
 }  // namespace
 
@@ -1201,13 +1223,8 @@ extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
 extern "C" int vlad_jit_prim1(Exec* ex, const Instr* ip) {
   return jit_guard([&] {
     work.applications++;
-    Value fv = ex->get(ip->a);
-    Prim* p = static_cast<Prim*>(fv.as_obj());
-    Value arg = ex->get(ip->b);
-    CallFrame frame(fv, ip->src->pos);
-    Interp* in = current;
-    if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
-    ex->fr[ip->x] = p->fn1(p, arg);
+    Prim* p = static_cast<Prim*>(ex->get(ip->a).as_obj());
+    ex->fr[ip->x] = prim1_in_frame(p, ex->get(ip->b), ip->src->pos);
     return Exec::kContinue;
   });
 }
