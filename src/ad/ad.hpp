@@ -10,6 +10,7 @@ struct Prim;
 // ---- shared machinery (tags.cpp) ----
 Value zero_of(Value v);               // (zero v), lazy
 Value rzero(Value v);                 // zero of (*j-inverse v), lazy: what backpropagators start from
+Value reverse_zero(int k);            // (reverse^k 0), 1 <= k <= 8: made once, shared (zero_shallow gives it)
 Value materialize_zero(Value z);      // one level of a lazy zero, e.g. a pair of lazy zeros
 // One level of any lazy value (a zero, *j of a pair), repeated until the value is not lazy.
 Value force(Value v);

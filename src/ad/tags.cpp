@@ -182,6 +182,34 @@ Lambda* strip_lambda(Lambda* lam, int n, Prim** prim) {
   return lam;
 }
 
+// (reverse^k 0) for k = 1 .. kZeroTowers: the zero of a real under k reverse tags, made once and
+// shared (values are never changed, and nothing tells two equal tagged reals apart). Nested
+// reverse mode takes the zeros of such reals all the time (W4's six levels: 2,300 a pass).
+constexpr int kZeroTowers = 8;
+const Value* zero_towers() {
+  static const Value* towers = [] {
+    Value* t = static_cast<Value*>(gc_alloc_uncollectable(sizeof(Value) * (kZeroTowers + 1)));
+    t[0] = Value::real(0);
+    for (int k = 1; k <= kZeroTowers; k++) t[k] = make_tagged(Kind::Reverse, t[k - 1]);
+    return t;
+  }();
+  return towers;
+}
+
+// (reverse z) for z a zero just made: a shared tower when z is one (or 0).
+Value reverse_of_zero(Value z) {
+  const Value* t = zero_towers();
+  for (int k = 0; k < kZeroTowers; k++)
+    if (z.bits == t[k].bits) return t[k + 1];
+  return make_tagged(Kind::Reverse, z);
+}
+
+}  // namespace
+
+Value reverse_zero(int k) { return zero_towers()[k]; }
+
+namespace {
+
 // Zero of (J⁻¹)^strip v, built one level deep: reals (tagged or not) completely, pairs and
 // closures as structures of lazy zeros.
 Value zero_shallow(Value v, int strip) {
@@ -198,7 +226,7 @@ Value zero_shallow(Value v, int strip) {
     }
     case Kind::Reverse:
       if (strip > 0) return zero_shallow(tagged_value(v), strip - 1);
-      return make_tagged(Kind::Reverse, zero_shallow(tagged_value(v), 0));
+      return reverse_of_zero(zero_shallow(tagged_value(v), 0));
     case Kind::Bundle: {
       if (strip > 0) ad_error("*j-inverse", "expected a reverse value", v);
       Bundle* b = static_cast<Bundle*>(v.as_obj());

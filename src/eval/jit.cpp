@@ -2990,23 +2990,18 @@ struct Emitter {
         a.mov(xr::r8, kOffset);
         a.cmp(xr::qword_ptr(xr::rax, node_v), xr::r8);
         Label nested = a.newLabel();
-        a.jb(alloc_ok ? nested : slow);
+        a.jb(nested);
         a.mov(xr::rax, xr::r8);
         a.jmp(out);
-        if (alloc_ok) {
-          // (reverse (reverse r)) of a real r (a first-level reverse real under a further
-          // transform): (reverse 0), a new tagged real, as zero_shallow makes it
-          a.bind(nested);
-          a.mov(xr::rax, xr::qword_ptr(xr::rax, node_v));
-          kind_guard(Kind::Reverse, slow);
-          a.cmp(xr::qword_ptr(xr::rax, node_v), xr::r8);
-          a.jb(slow);
-          emit_alloc_from_list(sizeof(Tagged), slow);
-          write_header(Kind::Reverse, 0);
-          a.mov(xr::r8, kOffset);
-          a.mov(xr::qword_ptr(xr::rax, node_v), xr::r8);
-          a.jmp(out);
-        }
+        // (reverse (reverse r)) of a real r (a first-level reverse real under a further
+        // transform): (reverse 0), the shared one zero_shallow gives (reverse_zero)
+        a.bind(nested);
+        a.mov(xr::rax, xr::qword_ptr(xr::rax, node_v));
+        kind_guard(Kind::Reverse, slow);
+        a.cmp(xr::qword_ptr(xr::rax, node_v), xr::r8);
+        a.jb(slow);
+        a.mov(xr::rax, reverse_zero(1).bits);
+        a.jmp(out);
         a.bind(pair);
         a.or_(xr::rax, (int32_t)kViewRZero);
         a.jmp(out);
