@@ -173,8 +173,9 @@ echo
 
 # ---------------------------------------------------------------- (e) nesting: W4, W5, W6
 echo "(e) W4: the k-th derivative of exp(sin x) at 0.5 by k-fold nesting of a derivative operator: the first"
-echo "    call (transforms, compilation and one run) and each later call (best of 3 runs of 1 and of 1+R calls);"
-echo "    growth = later-call time / that of k-1.  peers (all six k, one mode): R6RS-AD/Chez 88 us (F), 215 us (R)"
+echo "    call (transforms, compilation and one run) and each later call, timed inside the process (VLAD_TIME_FORMS:"
+echo "    the first call's form, then R later calls' after R more; best of 3 processes); growth = later-call time / that"
+echo "    of k-1.  peers (all six k, one mode): R6RS-AD/Chez 88 us (F), 215 us (R)"
 printf '  %-4s | %10s %10s %7s | %10s %10s %7s\n' k "F first ms" "F later ms" growth "R first ms" "R later ms" growth
 w4file() {  # MODE K CALLS
   local d=dF; [ "$1" = R ] && d=dR
@@ -185,19 +186,34 @@ w4file() {  # MODE K CALLS
 (define (nest d k f) (if (= k 0) f (nest d (- k 1) (d f))))
 (define (repeat k thunk last) (if (= k 0) last (repeat (- k 1) thunk (thunk))))
 (define h (nest $d $2 g))
+(h 0.5)
+(repeat $3 (lambda () (h 0.5)) 0)
 (repeat $3 (lambda () (h 0.5)) 0)
 EOF
+}
+# formtimes FILE N: the best over N processes of the times VLAD_TIME_FORMS gives the file's last
+# three forms (the first call, R calls more that finish its compilation, then R later calls timed),
+# in ms: sets FIRST and LATER_ALL
+formtimes() {
+  local f=$1 n=$2 out a b
+  FIRST=""; LATER_ALL=""
+  for _ in $(seq "$n"); do
+    out=$(VLAD_TIME_FORMS=1 timeout "$TL" "$V" "$f" 2>&1 >/dev/null | sed -n 's/^# time .*: \([0-9.]*\) ms$/\1/p' | tail -3)
+    a=$(printf '%s\n' "$out" | sed -n 1p); b=$(printf '%s\n' "$out" | sed -n 3p)
+    { [ -z "$a" ] || [ -z "$b" ]; } && continue
+    if [ -z "$FIRST" ] || awk "BEGIN { exit !($a < $FIRST) }"; then FIRST=$a; fi
+    if [ -z "$LATER_ALL" ] || awk "BEGIN { exit !($b < $LATER_ALL) }"; then LATER_ALL=$b; fi
+  done
+  FIRST=${FIRST:-0}; LATER_ALL=${LATER_ALL:-0}
 }
 declare -A prev
 for k in 1 2 3 4 5 6; do
   row="  $(printf '%-4s' "$k") |"
   for m in F R; do
     reps=$(( k <= 3 ? 2000 : k == 4 ? 300 : k == 5 ? 60 : 12 ))
-    w4file $m $k 0 >"$TMP/w4-0.vlad"; w4file $m $k 1 >"$TMP/w4-1.vlad"; w4file $m $k $((1 + reps)) >"$TMP/w4-n.vlad"
-    tbest 3 "$TMP/w4-0.vlad" ""; a=$T
-    tbest 3 "$TMP/w4-1.vlad" ""; b=$T
-    tbest 3 "$TMP/w4-n.vlad" ""; c=$T
-    first=$(calc "($b - $a) * 1000"); later=$(calc "($c - $b) * 1000 / $reps")
+    w4file $m $k $reps >"$TMP/w4-n.vlad"
+    formtimes "$TMP/w4-n.vlad" 3
+    first=$FIRST; later=$(calc "$LATER_ALL / $reps")
     growth=-; [ -n "${prev[$m]:-}" ] && growth=$(calc "${prev[$m]} > 0 ? $later / ${prev[$m]} : 0")
     prev[$m]=$later
     row="$row $(printf '%10.3f %10.4f %7s' "$first" "$later" "$(printf '%.2f' "$growth" 2>/dev/null || echo -)") |"

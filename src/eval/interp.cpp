@@ -1,6 +1,8 @@
 // interp.cpp — an interpreter instance: its namespaces and primitives, the prelude, includes,
 // and the read → expand → evaluate pipeline for a whole text.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -217,6 +219,20 @@ void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<v
     run_text(in, read_file(path), intern(path), sub, on_value);
     return;
   }
+  // VLAD_TIME_FORMS=1 (for benchmarks, docs/performance.md): the wall time of each top-level form
+  // of a program, expansion included, to standard error, free of a process's start-up noise
+  static const bool time_forms = getenv("VLAD_TIME_FORMS") != nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  struct FormTimer {
+    bool on;
+    std::chrono::steady_clock::time_point t0;
+    Pos pos;
+    ~FormTimer() {
+      if (!on) return;
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      fprintf(stderr, "# time %s:%d: %.4f ms\n", pos.file ? pos.file : "?", pos.line, ms);
+    }
+  } timer{time_forms && !opt.prelude, t0, form->pos};
   gc_vector<TopLevel> tops;
   {
     AnalysisScope analysis;
