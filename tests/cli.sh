@@ -184,6 +184,15 @@ want=$(printf '%s\n' 'tailrec.vlad:1:35: error: car: expected a pair, got 51' ' 
 if [ $RC -eq 1 ] && [ "$ERR" = "$want" ]; then ok "an error after tail calls taken by a compiled caller: the interpreter's trace"
 else notok "an error after tail calls taken by a compiled caller: the interpreter's trace" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 
+# VLAD_TIME_FORMS=1: one "# time FILE:LINE: T ms" line on stderr per top-level form, in order,
+# none for the prelude; stdout unchanged
+printf '(define (f x) (* x x))\n(f 3)\n\n(f 4)\n' >timed.vlad
+OUT=$(VLAD_TIME_FORMS=1 "$V" timed.vlad 2>timed.err); RC=$?
+lines=$(sed -n 's/^# time timed\.vlad:\([0-9]*\): [0-9.]* ms$/\1/p' timed.err | tr '\n' ' ')
+if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '9\n16')" ] && [ "$lines" = "1 2 4 " ] && [ "$(wc -l <timed.err)" -eq 3 ]; then
+  ok "VLAD_TIME_FORMS times each top-level form (lines 1 2 4)"
+else notok "VLAD_TIME_FORMS times each top-level form" "exit $RC, out '$(one_line "$OUT")', lines '$lines', stderr '$(one_line "$(cat timed.err)")'"; fi
+
 # ---------------------------------------------------------------- --check
 cat >chk.vlad <<'EOF'
 (define (sq x) (* x x))
