@@ -169,6 +169,22 @@ for tier in VLAD_JIT=off VLAD_JIT=on; do
   else notok "a one-argument primitive's error ($tier): its own record, then its callers" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 done
 
+# a primitive given one value does not count against the depth limit (native code runs zero and
+# sqrt inline, without a record): at the limit, the next procedure call raises the error, the
+# same in every tier (the differential fuzzer found the interpreter stopping one call earlier)
+cat >depthprim.vlad <<'EOF'
+(define (sum-to n f) (let loop ((i 0) (acc 0)) (list (= i n) acc (loop (+ i 1) (+ acc (f i))))))
+(sum-to 50 (lambda (i) (+ (zero i) (sqrt i))))
+EOF
+want="depthprim.vlad:1:66: error: recursion depth limit exceeded (10 nested calls); raise it with --depth-limit
+$(for k in 1 2 3 4 5 6 7 8 9; do echo '  in loop at depthprim.vlad:1:66'; done)
+  in loop at depthprim.vlad:1:22"
+for tier in VLAD_JIT=off VLAD_JIT_THRESHOLD=1 VLAD_JIT=on; do
+  ERR=$(env $tier "$V" --depth-limit 10 depthprim.vlad 2>&1 >/dev/null); RC=$?
+  if [ $RC -eq 1 ] && [ "$ERR" = "$want" ]; then ok "the depth limit counts procedure calls, not one-value primitives ($tier)"
+  else notok "the depth limit counts procedure calls, not one-value primitives ($tier)" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+done
+
 # a callee's tail call taken by its compiled caller (the new callee entered in the same frame,
 # its record noted inline): a site in the prelude (reduce's call of c) replaces only a site in
 # the prelude, as the interpreter's apply_core loop notes it; the same trace in every tier

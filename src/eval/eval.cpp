@@ -278,7 +278,7 @@ inline int Exec::op_global(const Instr* ip) {
 }
 
 namespace {
-Value prim1_in_frame(Prim* p, Value arg, Pos pos);
+Value prim_in_frame(Prim* p, Value arg, Pos pos);
 }
 
 inline int Exec::op_app(const Instr* ip) {
@@ -328,14 +328,11 @@ inline int Exec::op_app(const Instr* ip) {
   }
   note_callee(ip, fv);
   if (ip->op2 != AppPair && !ip->tail && is(fv, Kind::Prim)) {
-    // a primitive of one argument (the AD library's %rzero, *j, *j-inverse in transformed
-    // backpropagators: most of nested reverse mode's applications): called in its frame as
-    // apply_core calls it, without apply_core's set-up (as native code's vlad_jit_prim1 does)
-    Prim* p = static_cast<Prim*>(fv.as_obj());
-    if (p->arity != 2 && p->fn1) {
-      fr[ip->x] = prim1_in_frame(p, get(ip->b), ip->src->pos);
-      return kContinue;
-    }
+    // a primitive given one value (the AD library's %rzero, *j, *j-inverse in transformed
+    // backpropagators: most of nested reverse mode's applications): called in its record at
+    // once, without apply_core's set-up, as native code calls it (vlad_jit_prim1, vlad_jit_prim)
+    fr[ip->x] = prim_in_frame(static_cast<Prim*>(fv.as_obj()), get(ip->b), ip->src->pos);
+    return kContinue;
   }
   if (ip->op2 == AppPair) {
     if (is(fv, Kind::Prim)) {
@@ -692,12 +689,37 @@ struct CallFrame {
   CallRecord* record() const { return &call_records[depth]; }
 };
 
-// A primitive of one argument applied in its call frame, as apply_core applies it.
-Value prim1_in_frame(Prim* p, Value arg, Pos pos) {
-  CallFrame frame(Value::obj(p), pos);
+// The call record of a primitive given one value (not a pair of arguments): in the trace of an
+// error it raises, as any call's, but not counted against the depth limit, which counts nested
+// calls of procedures. Native code runs such primitives inline for the arguments they usually
+// get, without a record; counted, a primitive called at exactly the depth limit raised the
+// error in the interpreter and not in native code (the fuzzer found it).
+struct PrimFrame {
+  PrimFrame(Value f, Pos pos) {
+    char here;
+    long depth = ++eval_depth;
+    if (&here < stack_limit) depth_error(current);  // (the C++ stack, as enter_frame)
+    if (depth >= call_capacity) {
+      try {
+        grow_call_records(depth);
+      } catch (...) {
+        eval_depth--;
+        throw;
+      }
+    }
+    CallRecord* rec = &call_records[depth];
+    rec->f = f.bits;
+    rec->pos = pos;
+  }
+  ~PrimFrame() { eval_depth--; }
+};
+
+// A primitive applied to one value in its record, as apply_core applies it.
+Value prim_in_frame(Prim* p, Value arg, Pos pos) {
+  PrimFrame frame(Value::obj(p), pos);
   Interp* in = current;
   if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
-  return p->fn1(p, arg);
+  return apply_prim(p, arg);
 }
 
 }  // namespace
@@ -1209,6 +1231,10 @@ extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
       return Exec::kContinue;
     }
     if (ip->op2 == AppPair && p->arity == 2 && p->fn2) return prim2_at_once(ex, ip, p);
+    if (ip->op2 != AppPair) {  // (op_app's case)
+      ex->fr[ip->x] = prim_in_frame(p, ex->get(ip->b), ip->src->pos);
+      return Exec::kContinue;
+    }
     Value arg = ex->arg_of(ip);
     CallFrame frame(fv, ip->src->pos);
     Interp* in = current;
@@ -1224,7 +1250,7 @@ extern "C" int vlad_jit_prim1(Exec* ex, const Instr* ip) {
   return jit_guard([&] {
     work.applications++;
     Prim* p = static_cast<Prim*>(ex->get(ip->a).as_obj());
-    ex->fr[ip->x] = prim1_in_frame(p, ex->get(ip->b), ip->src->pos);
+    ex->fr[ip->x] = prim_in_frame(p, ex->get(ip->b), ip->src->pos);
     return Exec::kContinue;
   });
 }
