@@ -663,11 +663,13 @@ namespace {
 
 // One level of nested evaluation: the depth limit, the stack guard and the call record.
 // Enters a call's frame (its record at the new depth): the depth, or an error with none entered.
-inline long enter_frame(Value f, Pos pos) {
+// A frame not `counted` has its record (in traces) but is not held to the depth limit (the C++
+// stack is checked all the same).
+inline long enter_frame(Value f, Pos pos, bool counted = true) {
   char here;
   long depth = ++eval_depth;
   Interp* in = current;
-  if (depth > in->depth_limit || &here < stack_limit) depth_error(in);
+  if ((counted && depth > in->depth_limit) || &here < stack_limit) depth_error(in);
   if (depth >= call_capacity) {
     try {
       grow_call_records(depth);
@@ -684,39 +686,18 @@ inline long enter_frame(Value f, Pos pos) {
 
 struct CallFrame {
   long depth;
-  CallFrame(Value f, Pos pos) : depth(enter_frame(f, pos)) {}
+  CallFrame(Value f, Pos pos, bool counted = true) : depth(enter_frame(f, pos, counted)) {}
   ~CallFrame() { eval_depth--; }
   CallRecord* record() const { return &call_records[depth]; }
 };
 
-// The call record of a primitive given one value (not a pair of arguments): in the trace of an
-// error it raises, as any call's, but not counted against the depth limit, which counts nested
-// calls of procedures. Native code runs such primitives inline for the arguments they usually
-// get, without a record; counted, a primitive called at exactly the depth limit raised the
-// error in the interpreter and not in native code (the fuzzer found it).
-struct PrimFrame {
-  PrimFrame(Value f, Pos pos) {
-    char here;
-    long depth = ++eval_depth;
-    if (&here < stack_limit) depth_error(current);  // (the C++ stack, as enter_frame)
-    if (depth >= call_capacity) {
-      try {
-        grow_call_records(depth);
-      } catch (...) {
-        eval_depth--;
-        throw;
-      }
-    }
-    CallRecord* rec = &call_records[depth];
-    rec->f = f.bits;
-    rec->pos = pos;
-  }
-  ~PrimFrame() { eval_depth--; }
-};
-
-// A primitive applied to one value in its record, as apply_core applies it.
+// A primitive applied to one value (not a pair of arguments) in its record, as apply_core applies
+// it, but not counted against the depth limit, which counts nested calls of procedures: native
+// code runs such primitives inline for the arguments they usually get, without a record, and a
+// primitive called at exactly the limit raised the error in the interpreter and not in native
+// code (the fuzzer found it).
 Value prim_in_frame(Prim* p, Value arg, Pos pos) {
-  PrimFrame frame(Value::obj(p), pos);
+  CallFrame frame(Value::obj(p), pos, false);
   Interp* in = current;
   if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
   return apply_prim(p, arg);
