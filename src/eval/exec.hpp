@@ -76,6 +76,9 @@ constexpr int kThrown = 4;
 void jit_compile(Code* c);
 // Whether the tier is available on this machine (x86-64 with asmjit).
 bool jit_supported();
+// Runs c's native code from C++ (Exec::run_native): through a stub that keeps the C++ caller's
+// registers that native bodies share without saving them (the WorkCounters and meter).
+int jit_enter(const Code* c, Exec* ex, int start, WorkCounters* w, uint64_t* meter);
 // Keeps the error being handled for run_native (a runtime call's catch clause calls it).
 void jit_keep_error();
 // The runtime calls native code makes (eval.cpp): each runs one piece of the interpreter and

@@ -15,6 +15,7 @@
 // Counts are the interpreter's: steps are added per block as it is entered, applications and
 // the primitive meter as the interpreter's paths add them.
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +40,7 @@ namespace vlad {
 
 bool jit_supported() { return false; }
 void jit_compile(Code* c) { c->jit_failed = true; }
+int jit_enter(const Code*, Exec*, int, WorkCounters*, uint64_t*) { abort(); }  // (no code is native)
 
 #else
 
@@ -79,7 +81,7 @@ const int32_t bundle_primal = (int32_t)offsetof(Bundle, primal), bundle_tangent 
 const int32_t prim_arity = (int32_t)offsetof(Prim, arity), prim_cls = (int32_t)offsetof(Prim, cls),
               prim_fn2 = (int32_t)offsetof(Prim, fn2);
 const int32_t exec_tail_pos = (int32_t)offsetof(Exec, tail_pos);
-const int32_t code_native = (int32_t)offsetof(Code, native), code_nslots = (int32_t)offsetof(Code, nslots),
+const int32_t code_native = (int32_t)offsetof(Code, native), code_frame_bytes = (int32_t)offsetof(Code, frame_bytes),
               code_arg_x = (int32_t)offsetof(Code, arg_x), code_arg_x2 = (int32_t)offsetof(Code, arg_x2),
               code_arg_x3 = (int32_t)offsetof(Code, arg_x3), code_arg_x4 = (int32_t)offsetof(Code, arg_x4);
 const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offsetof(Exec, env),
@@ -94,7 +96,7 @@ const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offseto
 // A direct call's callee Exec and then its frame, below the caller's native frame.
 constexpr int32_t kExecBytes = (int32_t)((sizeof(Exec) + 15) & ~size_t(15));
 // rsp - rbp in a body (its prologue pushes rbp, five registers and 8 bytes of padding).
-constexpr int32_t kFrameBytes = 48;
+constexpr int32_t kFrameBytes = 32;
 const RevNode node_probe{};
 const int32_t node_v = field_offset(node_probe, node_probe.v), node_x1 = field_offset(node_probe, node_probe.x1),
               node_x2 = field_offset(node_probe, node_probe.x2);
@@ -1597,7 +1599,9 @@ struct Emitter {
   // is to be done (within the depth limit and the stack, the call records' capacity, no Ctrl-C
   // pending: the call record gets the closure and ip's position); otherwise the call, which
   // checks and does it all. Clobbers rcx, rdi, rsi and what a call does.
-  void emit_enter_frame(const Instr* ip) {
+  // (after_slow: emitted after the slow path's call, which clobbers the registers the hot path
+  // keeps: the callee and its Code, say)
+  void emit_enter_frame(const Instr* ip, const std::function<void()>& after_slow = nullptr) {
     Label slow_enter = a.newLabel(), entered = a.newLabel();
     if (enter.ok) {
       a.mov(xr::rcx, xr::qword_ptr(kWork, depth_offset));
@@ -1629,6 +1633,7 @@ struct Emitter {
       call((const void*)&vlad_jit_enter);
       a.test(xr::eax, xr::eax);
       a.jnz(ret);  // kThrown
+      if (after_slow) after_slow();
     };
     if (!enter.ok) call_enter();
     a.bind(entered);
@@ -1849,23 +1854,35 @@ struct Emitter {
   // `direct` or `raw_direct`): counted, the frame entered (emit_enter_frame), and the callee's
   // Exec at rsp with its frame after it (make_callee_frame): rax = the closure, rdx = the Code,
   // rcx = the callee's frame.
-  void enter_callee(const Instr* ip, int32_t code_field, bool raw = false) {
+  // The call record of callee ip->a made (emit_enter_frame), then rax = the callee, rdx = its Code
+  // (code_field of its lambda, or of that lambda's raw variant) and its frame (make_callee_frame).
+  // `loaded`: rax and rdx are those already (reloaded only after the record's slow path); `known`:
+  // the Code, when the caller knows it (a constant).
+  void enter_callee(const Instr* ip, int32_t code_field, bool raw = false, bool loaded = false, const Code* known = nullptr) {
     count(offsetof(WorkCounters, applications));
-    emit_enter_frame(ip);
-    load(xr::rax, ip->a);
-    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-    if (raw) a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_raw_variant));  // (checked by the caller)
-    a.mov(xr::rdx, xr::qword_ptr(xr::rdx, code_field));
-    make_callee_frame();
+    auto reload = [&] {
+      load(xr::rax, ip->a);
+      if (known) {
+        a.mov(xr::rdx, (uint64_t)known);
+        return;
+      }
+      a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+      if (raw) a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_raw_variant));  // (checked by the caller)
+      a.mov(xr::rdx, xr::qword_ptr(xr::rdx, code_field));
+    };
+    if (loaded) {
+      emit_enter_frame(ip, reload);
+    } else {
+      emit_enter_frame(ip);
+      reload();
+    }
+    make_callee_frame(known);
   }
   // rax = a closure, rdx = its Code (Lambda::direct): its Exec and frame made below rsp (the
   // Exec at rsp, rcx = the frame).
-  void make_callee_frame() {
-    a.movsxd(xr::rcx, xr::dword_ptr(xr::rdx, code_nslots));
-    a.shl(xr::rcx, 3);
-    a.add(xr::rcx, kExecBytes + 15);
-    a.and_(xr::rcx, -16);
-    a.sub(xr::rsp, xr::rcx);
+  void make_callee_frame(const Code* known = nullptr) {
+    if (known) a.sub(xr::rsp, (int32_t)known->frame_bytes);
+    else a.sub(xr::rsp, xr::qword_ptr(xr::rdx, code_frame_bytes));
     a.lea(xr::rcx, xr::ptr(xr::rsp, kExecBytes));
     a.mov(xr::qword_ptr(xr::rsp, exec_fr), xr::rcx);
     a.lea(xr::r8, xr::ptr(xr::rax, closure_env));
@@ -1978,19 +1995,17 @@ struct Emitter {
     a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::String);
     a.je(next);
     a.bind(y_ok);
-    a.cmp(xr::qword_ptr(xr::rdx, lambda_raw_direct), 0);
-    a.je(chain_enter);
-    enter_callee(ip, lambda_raw_direct);
+    a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_raw_direct));  // (rax = the callee still)
+    a.test(xr::rdx, xr::rdx);
+    a.jz(chain_enter);
+    enter_callee(ip, lambda_raw_direct, false, true);
     a.bind(entered);
     if (ip->split3) a.mov(xr::byte_ptr(xr::rsp, exec_want3), 1);  // x̄'s parts: Exit::Triple
     load(xr::r9, ip->b);
     a.mov(xr::qword_ptr(xr::rcx), xr::r9);  // fr[0] = ȳ
     a.xor_(xr::esi, xr::esi);
-    a.mov(xr::rax, xr::qword_ptr(xr::rdx, code_native));
     a.mov(xr::rdi, xr::rsp);
-    a.mov(xr::rdx, kWork);
-    a.mov(xr::rcx, kMeter);
-    a.call(xr::rax);
+    a.call(xr::qword_ptr(xr::rdx, code_native));
     a.cmp(xr::eax, kThrown);
     a.je(thrown);
     a.mov(xr::rsi, xr::qword_ptr(xr::rsp, exec_r1));
@@ -2101,13 +2116,11 @@ struct Emitter {
     a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
     check_continue();
   }
-  // The callee's code (rdx: its Code) run on its Exec at rsp; eax: how it ended.
+  // The callee's code (rdx: its Code) run on its Exec at rsp; eax: how it ended. (kWork and
+  // kMeter, the same in every body of the thread, are passed as they are: body's prologue.)
   void call_callee_code() {
-    a.mov(xr::rax, xr::qword_ptr(xr::rdx, code_native));
     a.mov(xr::rdi, xr::rsp);
-    a.mov(xr::rdx, kWork);
-    a.mov(xr::rcx, kMeter);
-    a.call(xr::rax);
+    a.call(xr::qword_ptr(xr::rdx, code_native));
   }
   // After a callee's exit `e` (a tail call, or a chain tail call): to `go_on` when its new callee
   // is a closure with native code and no chain is pending (vlad_jit_tail: Ctrl-C checked, the
@@ -2326,9 +2339,17 @@ struct Emitter {
         a.bind(done);
         return;
       }
-      a.cmp(xr::qword_ptr(xr::rdx, lambda_direct), 0);
-      a.je(slow);
-      enter_callee(ip, lambda_direct, raw);
+      // (rax = the callee, rdx = its lambda; a known closure's native code, once made, is its
+      // for good: Lambda::direct is set once)
+      const Code* kc = kl ? kl->direct : nullptr;
+      if (kc) {
+        a.mov(xr::rdx, (uint64_t)kc);
+      } else {
+        a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_direct));
+        a.test(xr::rdx, xr::rdx);
+        a.jz(slow);
+      }
+      enter_callee(ip, lambda_direct, raw, true, kc);
       if (three) {
         Label two = a.newLabel();
         a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x3));
@@ -3546,37 +3567,52 @@ struct Emitter {
     plan_self_loop(c);
     if (getenv("VLAD_JIT_DUMP")) dump(c);  // a developer's view of what is compiled (docs/native-tier.md)
     for (int i = 0; i <= c->n; i++) top_labels.push_back(a.newLabel());
-    // prologue: six callee-saved registers, the stack 16-byte aligned at calls
+    // Prologue: the callee-saved registers of the body's own (kEx, kFr, kEnv), the stack 16-byte
+    // aligned at calls (kFrameBytes below rbp). kWork and kMeter are the thread's, set by the
+    // entry stub (jit_enter) and the same in every body: not saved, not reloaded.
     a.push(xr::rbp);
     a.mov(xr::rbp, xr::rsp);
     a.push(kEx);
     a.push(kFr);
     a.push(kEnv);
-    a.push(kWork);
-    a.push(kMeter);
     a.sub(xr::rsp, 8);
     a.mov(kEx, xr::rdi);
     a.mov(kFr, xr::qword_ptr(xr::rdi, offsetof(Exec, fr)));
     a.mov(kEnv, xr::qword_ptr(xr::rdi, offsetof(Exec, env)));
-    a.mov(kWork, xr::rdx);
-    a.mov(kMeter, xr::rcx);
-    // steps: the block from `start` to its end, as the interpreter counts
-    a.movsxd(xr::rsi, xr::esi);
-    a.mov(xr::rax, (int64_t)c->n);
-    a.sub(xr::rax, xr::rsi);
-    a.add(xr::qword_ptr(kWork, offsetof(WorkCounters, steps)), xr::rax);
-    if (c->n >= 1) {
-      a.cmp(xr::esi, 1);
-      a.je(top_labels[1]);
-    }
-    if (arg_car) {  // the argument's parts written by a direct caller (Code::arg_x)
-      a.cmp(xr::esi, 2);
-      a.je(top_labels[2]);
-    }
-    if (arg3_car) {  // its three parts (Code::arg_x3)
-      a.cmp(xr::esi, 4);
-      a.je(top_labels[4]);
-    }
+    // steps: the block from `start` to its end, as the interpreter counts; instruction 0 the
+    // usual start, the others (1, 2, 4) dispatched out of line
+    Label other_start = a.newLabel();
+    a.test(xr::esi, xr::esi);
+    a.jnz(other_start);
+    count(offsetof(WorkCounters, steps), c->n);
+    cold([&] {
+      a.bind(other_start);
+      if (arg_car) {  // the argument's parts written by a direct caller (Code::arg_x)
+        Label not2 = a.newLabel();
+        a.cmp(xr::esi, 2);
+        a.jne(not2);
+        count(offsetof(WorkCounters, steps), c->n - 2);
+        a.jmp(top_labels[2]);
+        a.bind(not2);
+      }
+      if (arg3_car) {  // its three parts (Code::arg_x3)
+        Label not4 = a.newLabel();
+        a.cmp(xr::esi, 4);
+        a.jne(not4);
+        count(offsetof(WorkCounters, steps), c->n - 4);
+        a.jmp(top_labels[4]);
+        a.bind(not4);
+      }
+      a.movsxd(xr::rsi, xr::esi);
+      a.mov(xr::rax, (int64_t)c->n);
+      a.sub(xr::rax, xr::rsi);
+      a.add(xr::qword_ptr(kWork, offsetof(WorkCounters, steps)), xr::rax);
+      if (c->n >= 1) {
+        a.cmp(xr::esi, 1);
+        a.je(top_labels[1]);
+      }
+      a.jmp(top_labels[0]);
+    });
     for (int i = 0; i < c->n; i++) {
       a.bind(top_labels[i]);
       next_ip = i + 1 < c->n ? &c->ins[i + 1] : nullptr;
@@ -3586,8 +3622,6 @@ struct Emitter {
     emit_finish(c);
     a.bind(ret);
     a.add(xr::rsp, 8);
-    a.pop(kMeter);
-    a.pop(kWork);
     a.pop(kEnv);
     a.pop(kFr);
     a.pop(kEx);
@@ -3641,6 +3675,35 @@ const void* j_part_stub(bool cdr) {
   return stubs[cdr];
 }
 
+// The entry from C++ into a body: kWork and kMeter (callee-saved registers, which bodies share
+// without saving) kept for the C++ caller and set, then the body called. Made at first use.
+using EnterStub = int (*)(Exec*, int, WorkCounters*, uint64_t*, void* body);
+EnterStub make_enter_stub() {
+  CodeHolder code;
+  code.init(runtime()->environment());
+  xr::Assembler a(&code);
+  a.push(kWork);
+  a.push(kMeter);
+  a.sub(xr::rsp, 8);  // (the body entered with the stack as a call leaves it)
+  a.mov(kWork, xr::rdx);
+  a.mov(kMeter, xr::rcx);
+  a.call(xr::r8);
+  a.add(xr::rsp, 8);
+  a.pop(kMeter);
+  a.pop(kWork);
+  a.ret();
+  void* fn = nullptr;
+  if (runtime()->add(&fn, &code) != kErrorOk) {
+    fputs("vlad: native tier: the entry stub could not be made\n", stderr);
+    abort();
+  }
+  return reinterpret_cast<EnterStub>(fn);
+}
+EnterStub enter_stub() {
+  static const EnterStub stub = make_enter_stub();
+  return stub;
+}
+
 const void* plus_stub(int32_t free_lists_offset) {
   static const void* stub = nullptr;  // (if it cannot be made, the sums are done without it)
   if (!stub)
@@ -3689,9 +3752,15 @@ bool all_jumps_bound(const CodeHolder& code) {
 
 }  // namespace
 
+int jit_enter(const Code* c, Exec* ex, int start, WorkCounters* w, uint64_t* meter) {
+  return enter_stub()(ex, start, w, meter, reinterpret_cast<void*>(c->native));
+}
+
 void jit_compile(Code* c) {
   std::lock_guard<std::mutex> lock(jit_mutex);
   if (c->native || c->jit_failed) return;
+  enter_stub();  // (made before any body can be entered)
+  c->frame_bytes = (kExecBytes + 8 * (int64_t)c->nslots + 15) & ~(int64_t)15;
   CodeHolder code;
   code.init(runtime()->environment());
   xr::Assembler a(&code);
