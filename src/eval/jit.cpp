@@ -1463,14 +1463,17 @@ struct Emitter {
     a.mov(xr::r9, xr::rax);
     a.mov(xr::rcx, header(Kind::Reverse, aux));
     a.mov(xr::qword_ptr(xr::r9), xr::rcx);
-    box(xr::xmm0);
+    box(xr::xmm0);  // (r8 = kOffset from here)
     a.mov(xr::qword_ptr(xr::r9, node_v), xr::rax);
+    // the operands, unboxed from reals: boxed again as they were (no NaN to make canonical)
     if (nargs >= 1) {
-      box(xr::xmm1);
+      a.movq(xr::rax, xr::xmm1);
+      a.add(xr::rax, xr::r8);
       a.mov(xr::qword_ptr(xr::r9, node_x1), xr::rax);
     }
     if (nargs >= 2) {
-      box(xr::xmm2);
+      a.movq(xr::rax, xr::xmm2);
+      a.add(xr::rax, xr::r8);
       a.mov(xr::qword_ptr(xr::r9, node_x2), xr::rax);
     }
     a.mov(xr::rax, xr::r9);
