@@ -260,6 +260,28 @@ if [ "$OUT" = "$off_out" ] && [ "$on_counts" = "$off_counts" ] && [ -n "$bodies"
    [ "$on_objects" -lt 100 ] && [ "$off_objects" -gt 1000 ]; then
   ok "--jit=on gives the interpreter's answer and counts ($bodies bodies compiled; $on_objects heap objects, interpreted $off_objects)"
 else notok "--jit=on gives the interpreter's answer and counts" "off '$off_out' '$(one_line "$off_counts")', on '$OUT' '$(one_line "$ERR")'"; fi
+# The same counts when native callers enter bodies past the instructions that take their
+# argument apart (a two-part argument enters at instruction 2: map, map2; three parts at 4: f3)
+# and reverse-mode chains (instruction 1): each entry counts the steps the interpreter would.
+cat >entries.vlad <<'EOF'
+(define (dR f) (lambda (x) (cdr (unsensitize ((cdr ((*j f) (*j x))) (sensitize 1))))))
+(define (f3 a b c) (+ (* a b) c))
+(define (payoff v) (fold + 0 (map2 * v (map (lambda (x) (f3 x x 1)) v))))
+(define (go k acc) (if (= k 0) acc (go (- k 1) (+ acc (car ((dR payoff) (list 1 2 3)))))))
+(go 40 0)
+(define (go3 k acc) (if (= k 0) acc (go3 (- k 1) (f3 k 2 acc))))
+(go3 50 0)
+EOF
+entry_counts() { printf '%s\n' "$ERR" | grep -v -e '^# native' -e '^# collections' -e '^# analysis' -e '^# heap' -e '^# backprop'; }
+run "$V" --meter --jit=off entries.vlad
+off_out=$OUT; off_counts=$(entry_counts)
+run "$V" --meter --jit=on entries.vlad
+on_out=$OUT; on_counts=$(entry_counts); on_bodies=$(printf '%s\n' "$ERR" | sed -n 's/^# native tier: on, \([0-9]*\) bodies compiled.*/\1/p')
+run "$V" --meter --jit=on --jit-threshold 1 entries.vlad
+if [ "$off_out" = "$(printf '160\n2550')" ] && [ "$on_out" = "$off_out" ] && [ "$OUT" = "$off_out" ] &&
+   [ "$on_counts" = "$off_counts" ] && [ "$(entry_counts)" = "$off_counts" ] && [ -n "$on_bodies" ] && [ "$on_bodies" -ge 5 ]; then
+  ok "native code entered past its argument's parts counts the interpreter's steps ($on_bodies bodies compiled)"
+else notok "native code entered past its argument's parts counts the interpreter's steps" "off '$(one_line "$off_counts")', on '$(one_line "$on_counts")', threshold 1 '$(one_line "$(entry_counts)")'"; fi
 run "$V" --meter --jit=off meter.vlad
 if printf '%s\n' "$ERR" | grep -q '^# native tier: off, 0 bodies compiled'; then ok "--jit=off compiles nothing"
 else notok "--jit=off compiles nothing" "$(one_line "$ERR")"; fi
