@@ -96,7 +96,7 @@ struct Code {
   // cdr, then car and cdr of that cdr, which nothing else reads), and a native caller passing
   // the three writes them to slots arg_x, arg_x3, arg_x4 and enters at instruction 4.
   int arg_x3 = -1, arg_x4 = -1;
-  // Native code is entered from C++ through jit.cpp's entry stub (jit_enter), which sets the
+  // Native code is entered from C++ through jit.cpp's entry stub (jit_entry), which sets the
   // registers every body shares (the thread's WorkCounters and meter); a native caller calls
   // `native` directly, with its Exec and frame below its stack pointer, `frame_bytes` of them
   // (the Exec and nslots slots, 16-byte aligned).

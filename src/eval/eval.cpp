@@ -558,7 +558,7 @@ int jit_guard(F f) {
 }
 
 Exit Exec::run_native(const Code* c, int start) {
-  int r = jit_enter(c, this, start, &work, current->meter.data());
+  int r = jit_entry(this, start, &work, current->meter.data(), reinterpret_cast<void*>(c->native));
   if (r != kThrown) return Exit(r);
   std::exception_ptr e = jit_pending;
   jit_pending = nullptr;

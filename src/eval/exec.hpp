@@ -76,9 +76,11 @@ constexpr int kThrown = 4;
 void jit_compile(Code* c);
 // Whether the tier is available on this machine (x86-64 with asmjit).
 bool jit_supported();
-// Runs c's native code from C++ (Exec::run_native): through a stub that keeps the C++ caller's
-// registers that native bodies share without saving them (the WorkCounters and meter).
-int jit_enter(const Code* c, Exec* ex, int start, WorkCounters* w, uint64_t* meter);
+// The stub through which C++ runs a body's native code (Exec::run_native): it keeps the C++
+// caller's registers that native bodies share without saving them (the WorkCounters and meter),
+// sets them and calls the body. Made (jit.cpp) before any body is compiled.
+using JitEntry = int (*)(Exec*, int start, WorkCounters* w, uint64_t* meter, void* body);
+extern JitEntry jit_entry;
 // Keeps the error being handled for run_native (a runtime call's catch clause calls it).
 void jit_keep_error();
 // The runtime calls native code makes (eval.cpp): each runs one piece of the interpreter and

@@ -40,7 +40,7 @@ namespace vlad {
 
 bool jit_supported() { return false; }
 void jit_compile(Code* c) { c->jit_failed = true; }
-int jit_enter(const Code*, Exec*, int, WorkCounters*, uint64_t*) { abort(); }  // (no code is native)
+JitEntry jit_entry = nullptr;  // (no code is native)
 
 #else
 
@@ -3572,7 +3572,7 @@ struct Emitter {
     for (int i = 0; i <= c->n; i++) top_labels.push_back(a.newLabel());
     // Prologue: the callee-saved registers of the body's own (kEx, kFr, kEnv), the stack 16-byte
     // aligned at calls (kFrameBytes below rbp). kWork and kMeter are the thread's, set by the
-    // entry stub (jit_enter) and the same in every body: not saved, not reloaded.
+    // entry stub (jit_entry) and the same in every body: not saved, not reloaded.
     a.push(xr::rbp);
     a.mov(xr::rbp, xr::rsp);
     a.push(kEx);
@@ -3680,7 +3680,7 @@ const void* j_part_stub(bool cdr) {
 
 // The entry from C++ into a body: kWork and kMeter (callee-saved registers, which bodies share
 // without saving) kept for the C++ caller and set, then the body called. Made at first use.
-using EnterStub = int (*)(Exec*, int, WorkCounters*, uint64_t*, void* body);
+using EnterStub = JitEntry;
 EnterStub make_enter_stub() {
   CodeHolder code;
   code.init(runtime()->environment());
@@ -3755,14 +3755,12 @@ bool all_jumps_bound(const CodeHolder& code) {
 
 }  // namespace
 
-int jit_enter(const Code* c, Exec* ex, int start, WorkCounters* w, uint64_t* meter) {
-  return enter_stub()(ex, start, w, meter, reinterpret_cast<void*>(c->native));
-}
+JitEntry jit_entry = nullptr;
 
 void jit_compile(Code* c) {
   std::lock_guard<std::mutex> lock(jit_mutex);
   if (c->native || c->jit_failed) return;
-  enter_stub();  // (made before any body can be entered)
+  if (!jit_entry) jit_entry = enter_stub();  // (made before any body can be entered)
   c->frame_bytes = (kExecBytes + 8 * (int64_t)c->nslots + 15) & ~(int64_t)15;
   CodeHolder code;
   code.init(runtime()->environment());
