@@ -11,7 +11,7 @@
 //
 //   build/fuzz [--seed S] ITERATIONS FILE...    fuzz (default seed 1)
 //   build/fuzz --replay FILE                     run one input the same way (for minimising)
-//   build/fuzz --diff [--seed S] ITERATIONS FILE...
+//   build/fuzz --diff [--seed S] [--from N] ITERATIONS FILE...
 //   build/fuzz --emit DIR [--seed S] ITERATIONS   write the generated programs to DIR/pN.vlad
 //                                                (to compare two builds of vlad on them)
 //       differential: each input (half of them mutated corpus files, half random programs from
@@ -19,6 +19,10 @@
 //       interpreters, one interpreting only and one compiling every body to native code on its
 //       first run; the printed values, output and error reports must be identical. A run the
 //       watchdog interrupts is not compared, and both interpreters are made afresh after it.
+//       --from N replays a difference found at iteration N: the programs before N's block of
+//       100 (the interpreters are made afresh every 100) are made but not run. The native
+//       interpreter's threshold alternates 1, 2 with each one made (interrupts make more):
+//       FUZZ_THRESHOLD=1 or 2 fixes it.
 // With FUZZ_VERBOSE set in the environment, each iteration's outcome is printed; with FUZZ_GDB
 // set, a hang or a crash prints the threads' backtraces (gdb).
 //
@@ -482,6 +486,7 @@ int main(int argc, char** argv) {
   long iterations = -1;
   std::string replay, emit;
   bool diff = false;
+  long from = 0;  // --from N (with --diff): only the programs from N's block of kFreshEvery run
   std::vector<std::string> files;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -491,6 +496,7 @@ int main(int argc, char** argv) {
       kSoftLimit = std::chrono::milliseconds(50);
     }
     else if (a == "--replay" && i + 1 < argc) replay = argv[++i];
+    else if (a == "--from" && i + 1 < argc) from = atol(argv[++i]);
     else if (a == "--emit" && i + 1 < argc) emit = argv[++i];
     else if (iterations < 0 && replay.empty() && !a.empty() && isdigit((unsigned char)a[0])) iterations = atol(a.c_str());
     else files.push_back(a);
@@ -509,7 +515,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (replay.empty() && (iterations < 0 || files.empty())) {
-    fprintf(stderr, "usage: fuzz [--seed S] [--diff] ITERATIONS FILE...\n       fuzz --replay FILE\n");
+    fprintf(stderr, "usage: fuzz [--seed S] [--diff [--from N]] ITERATIONS FILE...\n       fuzz --replay FILE\n");
     return 2;
   }
   gdb_on_failure = getenv("FUZZ_GDB") != nullptr;
@@ -548,6 +554,7 @@ int main(int argc, char** argv) {
       Interp* n = fresh_interp();
       n->jit = jit_supported();
       n->jit_threshold = made++ % 2 ? 2 : 1;
+      if (const char* t = getenv("FUZZ_THRESHOLD")) n->jit_threshold = (uint32_t)atoi(t);  // (a replay with --from)
       return n;
     };
     Interp* nat = native();
@@ -582,6 +589,10 @@ int main(int argc, char** argv) {
         text = balance(text);
         check_mode = r.chance(50);
       }
+      // (--from: the programs before N's block are made, as the generator's state needs, not run;
+      // the interpreters start afresh at that block, as they did then, unless an interrupt reset
+      // them in between)
+      if (it < from - from % kFreshEvery) continue;
       save_last(text);
       std::ostringstream o1, o2;
       std::string w1, w2;
