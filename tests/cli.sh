@@ -301,6 +301,21 @@ run "$V" --jit=on jit-err2.vlad
 if [ $RC -eq 1 ] && [ "$ERR" = "$off_err" ] && printf '%s' "$ERR" | grep -q 'jit-err2.vlad:1:24: error: +: expected a real, got (2)'; then
   ok "an error in a primitive called through a variable from native code: the same message and trace"
 else notok "an error in a primitive called through a variable from native code" "off '$(one_line "$off_err")', on '$(one_line "$ERR")'"; fi
+# An error in the backward pass past a chain's head (a backpropagator that starts by calling the
+# one in its hole): the interpreter walks the chain in one call record, and native code, which
+# runs the head from its first instruction, calls the next link in that record too (BackChainLink),
+# so the innermost frame is the chain's call site, 1:70, in every tier (the differential fuzzer,
+# seed 1911 iteration 81235, found native code reporting the link's own site, 1:40).
+printf '(define (g w) (let ((h (j* (lambda (x) (- (* x w) (+ x w)))))) (list (h (bundle 2 (perturb 1))) (h (bundle w (perturb w))))))\n((derivative-R g) 1.5)\n' >chain-err.vlad
+run "$V" --jit=off chain-err.vlad
+off_err=$ERR
+run "$V" --jit=on --jit-threshold 1 chain-err.vlad
+t1_err=$ERR
+run "$V" --jit=on --jit-threshold 2 chain-err.vlad
+if [ $RC -eq 1 ] && [ "$ERR" = "$off_err" ] && [ "$t1_err" = "$off_err" ] &&
+   [ "$(printf '%s\n' "$off_err" | sed -n 2p)" = "  in backpropagator of forward - at chain-err.vlad:1:70" ]; then
+  ok "an error past a backpropagator chain's head: the same trace in every tier"
+else notok "an error past a backpropagator chain's head: the same trace in every tier" "off '$(one_line "$off_err")', threshold 1 '$(one_line "$t1_err")', threshold 2 '$(one_line "$ERR")'"; fi
 # Native code inlines only the ways of calling the kinds of callee the interpreter met at a call
 # (Instr::seen): compiled on its second run after meeting closures only, `app` then gets a
 # primitive, a primitive's error and a closure again: the interpreter's answers and message.

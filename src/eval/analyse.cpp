@@ -415,6 +415,7 @@ void compile(Lambda* lam) {
     if (first.op == Op::BackCall && first.split && first.a < 0 && first.b == 0) {
       code->chain_head = true;
       code->chain_hole = -first.a - 1;
+      code->ins[0].op2 = BackChainLink;
     }
   }
   lam->code = code;

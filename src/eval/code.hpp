@@ -4,7 +4,10 @@
 
 namespace vlad {
 
-enum : uint8_t { AppPlain = 0, AppPair = 1 };
+// Instr::op2: App's argument (AppPlain, AppPair); BackChainLink marks the first instruction of a
+// chain head (Code::chain_head), the BackCall of its hole, which only native code runs: the
+// interpreter walks a chain instead, with one call record for it (eval.cpp: chains).
+enum : uint8_t { AppPlain = 0, AppPair = 1, BackChainLink = 2 };
 // Instr::seen: a primitive; a closure whose lambda has the native form the call would use
 // (native2 for a call of two arguments, native_split1/2 for a split call); another closure;
 // anything else.

@@ -4,6 +4,7 @@
 // Reverse-transformed code returns (cons value backpropagator); a caller that takes it apart at
 // once gets the two halves without the pair, and a tail call of the forward phase links the
 // caller's backpropagator into a chain (below) instead of growing the stack.
+#include <optional>
 #include <alloca.h>
 
 #include <algorithm>
@@ -450,14 +451,19 @@ inline int Exec::op_backcall(const Instr* ip) {
     if (ip->split3) fr[ip->x3] = out[2];
     return kContinue;
   }
+  // A chain head's first instruction, which native code runs (the interpreter walks the chain
+  // instead, run_raw): the rest of the chain as that walk runs it, with no call record of its
+  // own for a raw backpropagator and the chain's call site for the end's.
+  bool link = ip->op2 == BackChainLink;
+  Pos pos = link ? call_records[eval_depth].pos : ip->src->pos;
   if (ip->split3) {  // (f̄ a b) with x̄ = (a . b)
-    back_call(bp, y, out, ip->src->pos, true);
+    back_call(bp, y, out, pos, true, !link);
     fr[ip->x] = out[0];
     fr[ip->x2] = out[1];
     fr[ip->x3] = out[2];
     return kContinue;
   }
-  Value r = back_call(bp, y, out, ip->src->pos);
+  Value r = back_call(bp, y, out, pos, false, !link);
   if (r.is_unbound()) {
     r1 = out[0];
     r2 = out[1];
@@ -776,10 +782,12 @@ inline void keep_alive(Value v) { asm volatile("" : : "r"(v.bits) : "memory"); }
 // for a body that returns a single value, that value. With `three`, (f̄, car x̄, cdr x̄) into out
 // instead of the halves: x̄ taken apart, or never made when the body can give its parts
 // (Exit::Triple).
-Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false) {
+// (`record` false: no call record for cl, a link of a chain whose record is the innermost one.)
+Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false, bool record = true) {
   const Code* lone = code_of(cl->lambda);
   if (!lone->chain_head && !cl->lambda->native_back) {  // no chain to walk: its body, as below
-    CallFrame frame(Value::obj(cl), pos);
+    std::optional<CallFrame> frame;
+    if (record) frame.emplace(Value::obj(cl), pos);
     Value* fr = static_cast<Value*>(alloca(sizeof(Value) * std::max(1, lone->nslots)));
     Exec ex{fr, cl->env, Value::obj(cl), Value(), Value(), Value(), Value(), nullptr, 0, Pos()};
     ex.want3 = three;
@@ -798,7 +806,8 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false) {
     if (three) split_sensitivity(out[1], out + 1);
     return Value::unbound();
   }
-  CallFrame frame(Value::obj(cl), pos);
+  std::optional<CallFrame> frame;
+  if (record) frame.emplace(Value::obj(cl), pos);
   if (!chain_stack) {
     // Room for a chain of 2^20 at once: pages the stack never reaches are never touched, and a
     // chain of 10^6 steps is not copied twenty times over, each copy on fresh pages.
@@ -1261,7 +1270,7 @@ extern "C" uint64_t vlad_jit_pair(uint64_t a, uint64_t b) {
   }
 }
 
-Value back_call(Value bp, Value y, Value* out, Pos pos, bool three) {
+Value back_call(Value bp, Value y, Value* out, Pos pos, bool three, bool record) {
   if (zero_sensitivity(y) || structural_zero(bp, y)) {
     out[0] = out[1] = out[2 * three] = Value::zero_sens();
     return Value::unbound();
@@ -1270,7 +1279,7 @@ Value back_call(Value bp, Value y, Value* out, Pos pos, bool three) {
     if (bp.is_view() && back_view(bp, y, out, true)) return Value::unbound();
     // a raw backpropagator gives the three itself (and may make no x̄); anything else, the halves
     bool raw = is(bp, Kind::Closure) && static_cast<Closure*>(bp.as_obj())->lambda->raw_bp;
-    Value r = raw ? run_raw(static_cast<Closure*>(bp.as_obj()), y, out, pos, true) : back_call(bp, y, out, pos, false);
+    Value r = raw ? run_raw(static_cast<Closure*>(bp.as_obj()), y, out, pos, true, record) : back_call(bp, y, out, pos, false);
     if (r.is_unbound() && raw) return r;
     if (!r.is_unbound()) split_value(r, out, "(cons f-bar x-bar)", pos);
     split_sensitivity(out[1], out + 1);
@@ -1284,7 +1293,7 @@ Value back_call(Value bp, Value y, Value* out, Pos pos, bool three) {
     Closure* cl = static_cast<Closure*>(bp.as_obj());
     Lambda* lam = cl->lambda;
     if (lam->native_back && lam->native_back(cl, y, out)) return Value::unbound();
-    if (lam->raw_bp) return run_raw(cl, y, out, pos);
+    if (lam->raw_bp) return run_raw(cl, y, out, pos, false, record);
   }
   return unsensitize(apply(bp, sensitize(y), pos));
 }

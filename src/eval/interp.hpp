@@ -97,7 +97,9 @@ Value apply_split(Value f, Value arg, Pos call_pos, Value* out);
 // (unsensitize (bp (sensitize y))) for backpropagator code (Op::BackCall), skipped for a zero y;
 // halves into out as for apply_split.
 // With `three`, out (of three) gets f̄ and the two parts of x̄ (a pair).
-Value back_call(Value bp, Value y, Value* out, Pos pos, bool three = false);
+// (`record` false: a raw backpropagator bp runs without a call record of its own, as a link of
+// the chain whose record is the innermost one: BackChainLink, eval.cpp)
+Value back_call(Value bp, Value y, Value* out, Pos pos, bool three = false, bool record = true);
 // Fills an error's location (when missing) and call trace from this thread's call records.
 // Call where the error is caught, before evaluating anything else.
 void attach_trace(Error& e);

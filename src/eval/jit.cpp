@@ -1646,9 +1646,9 @@ struct Emitter {
         a.jmp(entered);
       });
   }
-  void leave_frame() {
+  void leave_frame(bool record = true) {
     a.lea(xr::rsp, xr::ptr(xr::rbp, -kFrameBytes));
-    a.dec(xr::qword_ptr(kWork, depth_offset));
+    if (record) a.dec(xr::qword_ptr(kWork, depth_offset));
   }
   // car's or cdr's reverse rule at the first level (rdi: the callee's native_split1) applied to a
   // pair or to a view of *j of a pair, as rev_car_s / rev_cdr_s do it (ad/native.cpp): the part,
@@ -1860,8 +1860,11 @@ struct Emitter {
   // The call record of callee ip->a made (emit_enter_frame), then rax = the callee, rdx = its Code
   // (code_field of its lambda, or of that lambda's raw variant) and its frame (make_callee_frame).
   // `loaded`: rax and rdx are those already (reloaded only after the record's slow path); `known`:
-  // the Code, when the caller knows it (a constant).
-  void enter_callee(const Instr* ip, int32_t code_field, bool raw = false, bool loaded = false, const Code* known = nullptr) {
+  // the Code, when the caller knows it (a constant); `record` false: no call record (a chain's
+  // link, BackChainLink: the callee runs in the chain's record, as the interpreter's walk runs it;
+  // leave_frame(false) then).
+  void enter_callee(const Instr* ip, int32_t code_field, bool raw = false, bool loaded = false, const Code* known = nullptr,
+                    bool record = true) {
     count(offsetof(WorkCounters, applications));
     auto reload = [&] {
       load(xr::rax, ip->a);
@@ -1873,7 +1876,9 @@ struct Emitter {
       if (raw) a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_raw_variant));  // (checked by the caller)
       a.mov(xr::rdx, xr::qword_ptr(xr::rdx, code_field));
     };
-    if (loaded) {
+    if (!record) {
+      if (!loaded) reload();
+    } else if (loaded) {
       emit_enter_frame(ip, reload);
     } else {
       emit_enter_frame(ip);
@@ -1951,6 +1956,8 @@ struct Emitter {
   // links: the recursion run_raw makes a loop of is then short. Its first instruction's step and
   // application are not counted, as run_raw, which starts each link after it, counts neither.
   void emit_back_raw(const Instr* ip, Label next, Label zero, Label end) {
+    // (a chain head's first instruction: the next link runs in the chain's call record)
+    const bool record = ip->op2 != BackChainLink;
     Label y_ok = a.newLabel(), thrown = a.newLabel(), general = a.newLabel(), called = a.newLabel();
     Label chain = a.newLabel(), direct_ok = a.newLabel(), chain_enter = a.newLabel(), entered = a.newLabel();
     load(xr::rax, ip->a);
@@ -1976,7 +1983,7 @@ struct Emitter {
       a.bind(chain_enter);
       count(offsetof(WorkCounters, steps), -1);
       count(offsetof(WorkCounters, applications), -1);
-      enter_callee(ip, lambda_raw_chain);
+      enter_callee(ip, lambda_raw_chain, false, false, nullptr, record);
       a.jmp(entered);
     });
     load(xr::rcx, ip->b);
@@ -2001,7 +2008,7 @@ struct Emitter {
     a.mov(xr::rdx, xr::qword_ptr(xr::rdx, lambda_raw_direct));  // (rax = the callee still)
     a.test(xr::rdx, xr::rdx);
     a.jz(chain_enter);
-    enter_callee(ip, lambda_raw_direct, false, true);
+    enter_callee(ip, lambda_raw_direct, false, true, nullptr, record);
     a.bind(entered);
     if (ip->split3) a.mov(xr::byte_ptr(xr::rsp, exec_want3), 1);  // x̄'s parts: Exit::Triple
     load(xr::r9, ip->b);
@@ -2014,7 +2021,7 @@ struct Emitter {
     a.mov(xr::rsi, xr::qword_ptr(xr::rsp, exec_r1));
     a.mov(xr::rdx, xr::qword_ptr(xr::rsp, exec_r2));
     if (ip->split3) a.mov(xr::r9, xr::qword_ptr(xr::rsp, exec_r3));
-    leave_frame();  // (the halves in rsi, rdx (and r9): nothing runs before they are stored)
+    leave_frame(record);  // (the halves in rsi, rdx (and r9): nothing runs before they are stored)
     if (ip->split3) {  // f̄ and x̄'s parts, no x̄ made
       Label not3 = a.newLabel();
       a.cmp(xr::eax, (int32_t)Exit::Triple);
@@ -2050,7 +2057,7 @@ struct Emitter {
       check_continue();
       a.jmp(end);
       a.bind(thrown);
-      leave_frame();
+      leave_frame(record);
       a.mov(xr::eax, kThrown);
       a.jmp(ret);
     });
