@@ -3597,22 +3597,16 @@ struct Emitter {
     count(offsetof(WorkCounters, steps), c->n);
     cold([&] {
       a.bind(other_start);
-      if (arg_car) {  // the argument's parts written by a direct caller (Code::arg_x)
-        Label not2 = a.newLabel();
-        a.cmp(xr::esi, 2);
-        a.jne(not2);
-        count(offsetof(WorkCounters, steps), c->n - 2);
-        a.jmp(top_labels[2]);
-        a.bind(not2);
-      }
-      if (arg3_car) {  // its three parts (Code::arg_x3)
-        Label not4 = a.newLabel();
-        a.cmp(xr::esi, 4);
-        a.jne(not4);
-        count(offsetof(WorkCounters, steps), c->n - 4);
-        a.jmp(top_labels[4]);
-        a.bind(not4);
-      }
+      auto entry_at = [&](int k) {  // start k: the steps from k on, then instruction k
+        Label other = a.newLabel();
+        a.cmp(xr::esi, k);
+        a.jne(other);
+        count(offsetof(WorkCounters, steps), c->n - k);
+        a.jmp(top_labels[k]);
+        a.bind(other);
+      };
+      if (arg_car) entry_at(2);   // the argument's parts written by a direct caller (Code::arg_x)
+      if (arg3_car) entry_at(4);  // its three parts (Code::arg_x3)
       a.movsxd(xr::rsi, xr::esi);
       a.mov(xr::rax, (int64_t)c->n);
       a.sub(xr::rax, xr::rsi);
