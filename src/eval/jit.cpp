@@ -3360,7 +3360,8 @@ struct Emitter {
   }
 
   // Leaves the body with its value or pair (Exec::finish).
-  void emit_finish(const Code* c) {
+  // (last: the epilogue follows at once, so no jump to it)
+  void emit_finish(const Code* c, bool last = false) {
     if (c->triple_result) {  // the three parts when asked for them, else x̄ made here (Exec::finish)
       Label pair = a.newLabel();
       load(xr::rax, c->r1);
@@ -3396,7 +3397,7 @@ struct Emitter {
       a.mov(xr::qword_ptr(kEx, offsetof(Exec, r1)), xr::rax);
       a.mov(xr::eax, (int32_t)Exit::Value);
     }
-    a.jmp(ret);
+    if (!last) a.jmp(ret);
   }
 
   // A branch of a non-tail If: its outcome into the If's slots (Exec::store).
@@ -3623,7 +3624,7 @@ struct Emitter {
       emit(&c->ins[i]);
     }
     a.bind(top_labels[c->n]);
-    emit_finish(c);
+    emit_finish(c, true);
     a.bind(ret);
     a.add(xr::rsp, 8);
     a.pop(kEnv);
