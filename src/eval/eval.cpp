@@ -4,12 +4,12 @@
 // Reverse-transformed code returns (cons value backpropagator); a caller that takes it apart at
 // once gets the two halves without the pair, and a tail call of the forward phase links the
 // caller's backpropagator into a chain (below) instead of growing the stack.
-#include <optional>
 #include <alloca.h>
 
 #include <algorithm>
 #include <exception>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "../ad/ad.hpp"

@@ -15,11 +15,11 @@
 // Counts are the interpreter's: steps are added per block as it is entered, applications and
 // the primitive meter as the interpreter's paths add them.
 #include <chrono>
-#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstddef>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <unistd.h>
@@ -95,7 +95,7 @@ const int32_t exec_fr = (int32_t)offsetof(Exec, fr), exec_env = (int32_t)offseto
 #pragma GCC diagnostic pop
 // A direct call's callee Exec and then its frame, below the caller's native frame.
 constexpr int32_t kExecBytes = (int32_t)((sizeof(Exec) + 15) & ~size_t(15));
-// rsp - rbp in a body (its prologue pushes rbp, five registers and 8 bytes of padding).
+// rsp - rbp in a body (its prologue pushes rbp, three registers and 8 bytes of padding).
 constexpr int32_t kFrameBytes = 32;
 const RevNode node_probe{};
 const int32_t node_v = field_offset(node_probe, node_probe.v), node_x1 = field_offset(node_probe, node_probe.x1),
@@ -3682,8 +3682,7 @@ const void* j_part_stub(bool cdr) {
 
 // The entry from C++ into a body: kWork and kMeter (callee-saved registers, which bodies share
 // without saving) kept for the C++ caller and set, then the body called. Made at first use.
-using EnterStub = JitEntry;
-EnterStub make_enter_stub() {
+JitEntry make_enter_stub() {
   CodeHolder code;
   code.init(runtime()->environment());
   xr::Assembler a(&code);
@@ -3702,10 +3701,10 @@ EnterStub make_enter_stub() {
     fputs("vlad: native tier: the entry stub could not be made\n", stderr);
     abort();
   }
-  return reinterpret_cast<EnterStub>(fn);
+  return reinterpret_cast<JitEntry>(fn);
 }
-EnterStub enter_stub() {
-  static const EnterStub stub = make_enter_stub();
+JitEntry enter_stub() {
+  static const JitEntry stub = make_enter_stub();
   return stub;
 }
 
