@@ -325,11 +325,18 @@ struct ShapeWriter {
 
 Lambda* constant_converted(Lambda* L) {
   if (L->cc) return L->cc;
-  if (L->rule_of || L->raw_bp || L->way_out || L->group) return nullptr;
+  if (L->cc_none) return nullptr;
+  if (L->rule_of || L->raw_bp || L->way_out || L->group) {  // (never unset)
+    L->cc_none = true;
+    return nullptr;
+  }
   if (L->transform == 'F' || L->transform == 'R') {
     // T(S): T of S with its constants as free variables, whose values are T of S's constants
     Lambda* S = L->source ? constant_converted(L->source) : nullptr;
-    if (!S) return nullptr;
+    if (!S) {
+      L->cc_none = !L->source || L->source->cc_none;  // (W4: zeros of rules transformed six times)
+      return nullptr;
+    }
     L->cc_consts = new_values();
     Lambda* C = L;
     if (S != L->source) {

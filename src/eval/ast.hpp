@@ -190,6 +190,7 @@ struct Lambda {
   // there are none), `cc_consts` their values in that order; `shape` is cc's text up to the
   // names of bound variables and the values of those constants (constant_converted, transform.cpp).
   Lambda* cc = nullptr;
+  bool cc_none = false;  // known to have no such conversion (rules and their transforms): cc stays null
   gc_vector<Value>* cc_consts = nullptr;
   const char* shape = nullptr;
 
