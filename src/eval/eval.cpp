@@ -522,28 +522,62 @@ Exit Exec::finish(const Code* c) {
 
 Exit Exec::interpret(const Code* c, int start) {
   work.steps += c->n - start;  // a block runs to its end (its last instruction may be a tail call)
-  for (const Instr *ip = c->ins + start, *end = c->ins + c->n; ip < end; ip++) {
-    // (step's dispatch, here: the small instructions, which always go on to the next, without
-    // the call and its return code)
-    int e;
-    switch (ip->op) {
-      case Op::Const: op_const(ip); continue;
-      case Op::Copy: op_copy(ip); continue;
-      case Op::Sens: op_sens(ip); continue;
-      case Op::Cons: op_cons(ip); continue;
-      case Op::Car:
-      case Op::Cdr: op_car_cdr(ip); continue;
-      case Op::EnvRef: op_envref(ip); continue;
-      case Op::Global: op_global(ip); continue;
-      case Op::Check: op_check(ip); continue;
-      case Op::Lambda: op_lambda(ip); continue;
-      case Op::App: e = op_app(ip); break;
-      case Op::If: e = op_if(ip); break;
-      case Op::BackCall: e = op_backcall(ip); break;
-      default: e = step(ip); break;
-    }
-    if (e != kContinue) return Exit(e);
-  }
+  // Threaded dispatch: each kind of instruction jumps to the next one's handler itself (one
+  // indirect jump a handler, each predicted on its own), in the order of Op.
+  static void* const handlers[] = {&&Const, &&Copy, &&Global, &&App, &&Lambda, &&Cons, &&CarCdr,
+                                   &&CarCdr, &&Check, &&If, &&EnvRef, &&BackCall, &&Sens};
+  static_assert((int)Op::Sens == 12, "one handler per Op, in order");
+  const Instr* ip = c->ins + start;
+  const Instr* const end = c->ins + c->n;
+  int e;
+#define VLAD_NEXT                   \
+  do {                              \
+    if (++ip == end) goto done;     \
+    goto* handlers[(int)ip->op];    \
+  } while (0)
+  if (ip == end) goto done;
+  goto* handlers[(int)ip->op];
+Const:
+  op_const(ip);
+  VLAD_NEXT;
+Copy:
+  op_copy(ip);
+  VLAD_NEXT;
+Sens:
+  op_sens(ip);
+  VLAD_NEXT;
+Cons:
+  op_cons(ip);
+  VLAD_NEXT;
+CarCdr:
+  op_car_cdr(ip);
+  VLAD_NEXT;
+EnvRef:
+  op_envref(ip);
+  VLAD_NEXT;
+Global:
+  op_global(ip);
+  VLAD_NEXT;
+Check:
+  op_check(ip);
+  VLAD_NEXT;
+Lambda:
+  op_lambda(ip);
+  VLAD_NEXT;
+App:
+  e = op_app(ip);
+  if (e != kContinue) return Exit(e);
+  VLAD_NEXT;
+If:
+  e = op_if(ip);
+  if (e != kContinue) return Exit(e);
+  VLAD_NEXT;
+BackCall:
+  e = op_backcall(ip);
+  if (e != kContinue) return Exit(e);
+  VLAD_NEXT;
+#undef VLAD_NEXT
+done:
   return finish(c);
 }
 
