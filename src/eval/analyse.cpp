@@ -374,6 +374,11 @@ struct Compiler {
         }
         default: break;
       }
+      if ((in.op == Op::App && !in.chain_call) || in.op == Op::BackCall) {
+        in.site_file = bd.pos.file;
+        in.site_line = bd.pos.line;
+        in.site_col = bd.pos.col;
+      }
       ins.push_back(in);
       if (hole >= 0) i += 4;
       else if (split3) i += 4;

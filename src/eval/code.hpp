@@ -51,16 +51,31 @@ struct Instr {
   };
   Binding* src;  // where it came from (positions, patterns, a Global's cache): cold in memory
   union {
-    uint64_t kbits;  // Const, Check: the constant's bits
-    Code* then_;     // If
-    Lambda* lam;     // Lambda, EnvRef
-    Lambda* chain;   // chain call
+    uint64_t kbits;         // Const, Check: the constant's bits
+    Code* then_;            // If
+    Lambda* lam;            // Lambda, EnvRef
+    Lambda* chain;          // chain call
+    const char* site_file;  // App (not a chain call), BackCall: site()
   };
   union {
     int* caps;    // Lambda, chain call: one operand per captured variable
     Code* else_;  // If
+    struct {
+      int site_line, site_col;  // App (not a chain call), BackCall: site()
+    };
   };
   Value k() const { return Value(kbits, 0); }
+  // An App's or a BackCall's position (src->pos), kept here too: every call's record takes it, and
+  // src lies elsewhere in memory (in code run once a pass, as under nested transforms, a cache
+  // miss each call).
+  Pos site() const {
+    if (chain_call || (op != Op::App && op != Op::BackCall)) return src->pos;
+    Pos p;
+    p.file = site_file;
+    p.line = site_line;
+    p.col = site_col;
+    return p;
+  }
 };
 
 struct Code {

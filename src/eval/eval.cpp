@@ -198,8 +198,8 @@ void Exec::run_split(const Instr* ip) {
       return;
     }
   }
-  Value r = apply_split(fv, arg_of(ip), ip->src->pos, out);
-  if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
+  Value r = apply_split(fv, arg_of(ip), ip->site(), out);
+  if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->site());
   fr[ip->x] = out[0];
   fr[ip->x2] = out[1];
 }
@@ -324,7 +324,7 @@ inline int Exec::op_app(const Instr* ip) {
     f = fv;
     arg = arg_of(ip);
     arg2 = Value::unbound();
-    tail_pos = ip->src->pos;
+    tail_pos = ip->site();
     return (int)Exit::ChainTail;
   }
   note_callee(ip, fv);
@@ -332,7 +332,7 @@ inline int Exec::op_app(const Instr* ip) {
     // a primitive given one value (the AD library's %rzero, *j, *j-inverse in transformed
     // backpropagators: most of nested reverse mode's applications): called in its record at
     // once, without apply_core's set-up, as native code calls it (vlad_jit_prim1, vlad_jit_prim)
-    fr[ip->x] = prim_in_frame(static_cast<Prim*>(fv.as_obj()), get(ip->b), ip->src->pos);
+    fr[ip->x] = prim_in_frame(static_cast<Prim*>(fv.as_obj()), get(ip->b), ip->site());
     return kContinue;
   }
   if (ip->op2 == AppPair) {
@@ -342,7 +342,7 @@ inline int Exec::op_app(const Instr* ip) {
         try {
           fr[ip->x] = p->fn2(p, get(ip->b), get(ip->b2));
         } catch (Error& e) {
-          if (!e.pos.file) e.pos = ip->src->pos;
+          if (!e.pos.file) e.pos = ip->site();
           throw;
         }
         return kContinue;
@@ -363,10 +363,10 @@ inline int Exec::op_app(const Instr* ip) {
     f = fv;
     arg = av;
     arg2 = Value::unbound();
-    tail_pos = ip->src->pos;
+    tail_pos = ip->site();
     return (int)Exit::Tail;
   }
-  fr[ip->x] = apply(fv, av, ip->src->pos);
+  fr[ip->x] = apply(fv, av, ip->site());
   return kContinue;
 }
 
@@ -455,7 +455,7 @@ inline int Exec::op_backcall(const Instr* ip) {
   // instead, run_raw): the rest of the chain as that walk runs it, with no call record of its
   // own for a raw backpropagator and the chain's call site for the end's.
   bool link = ip->op2 == BackChainLink;
-  Pos pos = link ? call_records[eval_depth].pos : ip->src->pos;
+  Pos pos = link ? call_records[eval_depth].pos : ip->site();
   if (ip->split3) {  // (f̄ a b) with x̄ = (a . b)
     back_call(bp, y, out, pos, true, !link);
     fr[ip->x] = out[0];
@@ -636,7 +636,7 @@ extern "C" int vlad_jit_back_done(Exec* ex, const Instr* ip, int e, uint64_t r1,
       out[0] = Value(r1, 0);
       out[1] = Value(r2, 0);
     } else {
-      split_value(Value(r1, 0), out, "(cons f-bar x-bar)", ip->src->pos);
+      split_value(Value(r1, 0), out, "(cons f-bar x-bar)", ip->site());
     }
     if (ip->split3) {
       split_sensitivity(out[1], out + 1);
@@ -762,7 +762,7 @@ bool split_star_j_inverse(Exec* ex, const Instr* ip, Value fv) {
   }
   Value out[2];
   {
-    CallFrame frame(fv, ip->src->pos);
+    CallFrame frame(fv, ip->site());
     Interp* in = current;
     if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
     if (!star_j_inverse_parts(a, d, out)) return false;
@@ -792,7 +792,7 @@ extern "C" int vlad_jit_self_tail(Exec* ex, const Instr* ip) {
   return jit_guard([&] {
     Interp* in = current;
     if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
-    note_tail_call(&call_records[eval_depth], ex->self, ip->src->pos);  // apply_core's frame, as its loop does
+    note_tail_call(&call_records[eval_depth], ex->self, ip->site());  // apply_core's frame, as its loop does
     return Exec::kContinue;
   });
 }
@@ -1128,7 +1128,7 @@ EnterLayout enter_layout() {
 
 extern "C" int vlad_jit_enter(uint64_t f, const Instr* ip) {
   return jit_guard([&] {
-    long depth = enter_frame(Value(f, 0), ip->src->pos);
+    long depth = enter_frame(Value(f, 0), ip->site());
     Interp* in = current;
     if (in->interrupt.load(std::memory_order_relaxed)) {  // as apply_core's loop, in the frame
       try {
@@ -1180,7 +1180,7 @@ int jit_return(Exec* ex, const Instr* ip, Exec* callee, int e, Closure* chain0, 
       if (x == Exit::ChainTail) link(callee->chain, callee->chain, callee->hole);
       Value out[2];
       Value r;
-      Pos pos = ip->src->pos;
+      Pos pos = ip->site();
       if (x == Exit::Tail || x == Exit::ChainTail) {
         // apply_core's loop goes on in the same frame: here a new one at the same depth, whose
         // record is what note_tail_call would make of the old one
@@ -1205,7 +1205,7 @@ int jit_return(Exec* ex, const Instr* ip, Exec* callee, int e, Closure* chain0, 
         r = ip->split ? Value::unbound() : cons(out[0], out[1]);
       }
       if (ip->split) {  // as run_split
-        if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
+        if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->site());
         ex->fr[ip->x] = out[0];
         ex->fr[ip->x2] = out[1];
       } else {
@@ -1247,7 +1247,7 @@ int prim2_at_once(Exec* ex, const Instr* ip, Prim* p) {
   try {
     ex->fr[ip->x] = p->fn2(p, ex->get(ip->b), ex->get(ip->b2));
   } catch (Error& e) {
-    if (!e.pos.file) e.pos = ip->src->pos;
+    if (!e.pos.file) e.pos = ip->site();
     throw;
   }
   return Exec::kContinue;
@@ -1263,23 +1263,23 @@ extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
       if (p == current->p_star_j_inverse && split_star_j_inverse(ex, ip, fv)) return Exec::kContinue;
       Value arg = ex->arg_of(ip), r, out[2];
       {
-        CallFrame frame(fv, ip->src->pos);
+        CallFrame frame(fv, ip->site());
         Interp* in = current;
         if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
         r = apply_prim(p, arg);
       }
-      split_value(r, out, "(cons value backpropagator)", ip->src->pos);
+      split_value(r, out, "(cons value backpropagator)", ip->site());
       ex->fr[ip->x] = out[0];
       ex->fr[ip->x2] = out[1];
       return Exec::kContinue;
     }
     if (ip->op2 == AppPair && p->arity == 2 && p->fn2) return prim2_at_once(ex, ip, p);
     if (ip->op2 != AppPair) {  // (op_app's case)
-      ex->fr[ip->x] = prim_in_frame(p, ex->get(ip->b), ip->src->pos);
+      ex->fr[ip->x] = prim_in_frame(p, ex->get(ip->b), ip->site());
       return Exec::kContinue;
     }
     Value arg = ex->arg_of(ip);
-    CallFrame frame(fv, ip->src->pos);
+    CallFrame frame(fv, ip->site());
     Interp* in = current;
     if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
     ex->fr[ip->x] = apply_prim(p, arg);
@@ -1293,7 +1293,7 @@ extern "C" int vlad_jit_prim1(Exec* ex, const Instr* ip) {
   return jit_guard([&] {
     work.applications++;
     Prim* p = static_cast<Prim*>(ex->get(ip->a).as_obj());
-    ex->fr[ip->x] = prim_in_frame(p, ex->get(ip->b), ip->src->pos);
+    ex->fr[ip->x] = prim_in_frame(p, ex->get(ip->b), ip->site());
     return Exec::kContinue;
   });
 }
@@ -1306,7 +1306,7 @@ extern "C" int vlad_jit_tail_prim(Exec* ex, const Instr* ip) {
     if (ip->op2 == AppPair && p->arity == 2 && p->fn2) return prim2_at_once(ex, ip, p);  // as op_app
     // apply_core's loop: the frame's record becomes the primitive's, then Ctrl-C, then the call
     Value arg = ex->arg_of(ip);
-    note_tail_call(&call_records[eval_depth], fv, ip->src->pos);
+    note_tail_call(&call_records[eval_depth], fv, ip->site());
     Interp* in = current;
     if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
     ex->fr[ip->x] = apply_prim(p, arg);
