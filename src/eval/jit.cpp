@@ -640,7 +640,50 @@ struct Emitter {
   // three parts: `rebuild_arg3`.
   bool rebuild_arg = false;
   bool rebuild_arg3 = false;
+  // When the parts' slots are reused before the end (a loop over three variables whose first
+  // part dies early: dot's under a reverse transform), an entry with the parts (a self tail
+  // call's, or a direct caller's at instruction 2 or 4) keeps them in the Exec instead — f, arg,
+  // and arg2 (unbound for two parts), which a body writes only as it leaves — and marks slot 0
+  // unbound; the rebuild reads them there (`stash_arg`). An entry with the argument whole
+  // keeps it in slot 0, which the body never writes.
+  bool stash_arg = false;
+  void emit_stash_parts(const xr::Gp& car, const xr::Gp& cdr, const xr::Gp* cddr) {
+    a.mov(xr::qword_ptr(kEx, exec_f), car);
+    a.mov(xr::qword_ptr(kEx, exec_arg), cdr);
+    if (cddr) a.mov(xr::qword_ptr(kEx, exec_arg2), *cddr);
+    else a.mov(xr::qword_ptr(kEx, exec_arg2), (int32_t)Value::kUnbound);
+    a.mov(xr::qword_ptr(kFr), (int32_t)Value::kUnbound);
+  }
+  // rax = a new pair of the Exec's fields at offsets car_at and cdr_at (cdr_at < 0: of the
+  // field car_at and rdx).
+  void emit_pair_of_fields(int32_t car_at, int32_t cdr_at) {
+    if (cdr_at < 0) a.mov(xr::qword_ptr(kFr), xr::rdx);  // (kept where the collector sees it)
+    emit_alloc(sizeof(Pair));
+    write_header(Kind::Pair, 0);
+    a.mov(xr::rcx, xr::qword_ptr(kEx, car_at));
+    a.mov(xr::qword_ptr(xr::rax, pair_car), xr::rcx);
+    if (cdr_at < 0) a.mov(xr::rcx, xr::qword_ptr(kFr));
+    else a.mov(xr::rcx, xr::qword_ptr(kEx, cdr_at));
+    a.mov(xr::qword_ptr(xr::rax, pair_cdr), xr::rcx);
+  }
   void emit_rebuild_arg() {
+    if (stash_arg) {
+      Label whole = a.newLabel(), two = a.newLabel();
+      a.cmp(xr::qword_ptr(kFr), (int32_t)Value::kUnbound);
+      a.jne(whole);
+      a.cmp(xr::qword_ptr(kEx, exec_arg2), (int32_t)Value::kUnbound);
+      a.je(two);
+      emit_pair_of_fields(exec_arg, exec_arg2);
+      a.mov(xr::rdx, xr::rax);
+      emit_pair_of_fields(exec_f, -1);
+      store(0, xr::rax);
+      a.jmp(whole);
+      a.bind(two);
+      emit_pair_of_fields(exec_f, exec_arg);
+      store(0, xr::rax);
+      a.bind(whole);
+      return;
+    }
     if (rebuild_arg3) {
       emit_pair(arg3_car->x, arg3_cdr->x);
       store(0, xr::rax);  // (slot 0 is read only here: it keeps the inner pair over the allocation)
@@ -670,11 +713,11 @@ struct Emitter {
       if (!itself_only) return;
       rebuild = !writes(c, i0->x, i0, i1) && !writes(c, i1->x, i0, i1) && i0->x != i1->x;
     }
-    if (!itself_only || rebuild) {
-      arg_car = i0;
-      arg_cdr = i1;
-      rebuild_arg = rebuild;
-    }
+    // (read so, with its parts' slots reused: the parts kept in the Exec, stash_arg)
+    arg_car = i0;
+    arg_cdr = i1;
+    rebuild_arg = itself_only;
+    stash_arg = itself_only && !rebuild;
     // three parts: the cdr taken apart at once (instructions 2 and 3), and read nowhere else
     int r = i1->x;
     if (rebuild || c->n < 5 || r < 0) return;
@@ -692,15 +735,7 @@ struct Emitter {
     if (!overwritten &&
         (c->pair_result ? (c->r1 == r || c->r2 == r || (c->triple_result && c->r3 == r)) : c->result == r))
       return;
-    if (itself_only) {  // the three parts' slots kept to the end, for the rebuild
-      int p0 = i0->x, p1 = i2->x, p2 = i3->x;
-      if (p0 == p1 || p0 == p2 || p1 == p2 || p1 < 0 || p2 < 0 || writes(c, p0, nullptr, nullptr, 4) ||
-          writes(c, p1, nullptr, nullptr, 4) || writes(c, p2, nullptr, nullptr, 4))
-        return;
-      arg_car = i0;
-      arg_cdr = i1;
-      rebuild_arg = rebuild_arg3 = true;
-    }
+    if (itself_only) rebuild_arg3 = true;  // (from the stash)
     arg3_car = i2;
     arg3_cdr = i3;
   }
@@ -826,11 +861,13 @@ struct Emitter {
     }
     count(offsetof(WorkCounters, steps), top->n);
     if (three) {  // (in the order instructions 0-3 write them)
+      if (stash_arg) emit_stash_parts(xr::rax, xr::rcx, &xr::r8);
       store(arg_car->x, xr::rax);
       store(arg3_car->x, xr::rcx);
       store(arg3_cdr->x, xr::r8);
       a.jmp(top_labels[4]);
     } else if (parts) {
+      if (stash_arg) emit_stash_parts(xr::rax, xr::rcx, nullptr);
       store(arg_car->x, xr::rax);
       store(arg_cdr->x, xr::rcx);
       a.jmp(top_labels[2]);
@@ -3603,6 +3640,12 @@ struct Emitter {
         a.cmp(xr::esi, k);
         a.jne(other);
         count(offsetof(WorkCounters, steps), c->n - k);
+        if (stash_arg) {  // the parts the caller wrote, kept
+          load(xr::rax, arg_car->x);
+          load(xr::rcx, k == 4 ? arg3_car->x : arg_cdr->x);
+          if (k == 4) load(xr::r8, arg3_cdr->x);
+          emit_stash_parts(xr::rax, xr::rcx, k == 4 ? &xr::r8 : nullptr);
+        }
         a.jmp(top_labels[k]);
         a.bind(other);
       };
