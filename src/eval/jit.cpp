@@ -361,7 +361,7 @@ struct Emitter {
   }
   // The interpreter runs this one instruction (its own case, without dispatch).
   void step(const Instr* ip) {
-    if (rebuild_arg && (ip->chain_call || ip->inert_guard)) emit_rebuild_arg();
+    if (rebuild_arg && (ip->chain_call || ip->inert_guard || captures_argument(ip))) emit_rebuild_arg();
     const void* fn = (const void*)&vlad_jit_step;
     switch (ip->op) {
       case Op::Sens: fn = (const void*)&vlad_jit_sens; break;
@@ -588,13 +588,21 @@ struct Emitter {
       case Op::EnvRef: return ip->a == r;
       case Op::If:
         return ip->a == r || reads(ip->then_, r, nullptr, nullptr, own) || reads(ip->else_, r, nullptr, nullptr, own);
-      case Op::Lambda:
+      case Op::Lambda:  // (a closure over the argument itself reads it so too: captures_argument)
         for (int k = 0; k < ip->ncaps; k++)
-          if (ip->caps[k] == r) return true;
+          if (ip->caps[k] == r) return own || r != 0;
         return false;
       default:  // App, Cons, Sens, BackCall
         return ip->a == r || ip->b == r || (ip->op == Op::App && ip->op2 == AppPair && ip->b2 == r);
     }
+  }
+  // A closure over the argument (slot 0) itself: R:map2's backpropagator at the end of its lists,
+  // which keeps the argument for its zero; it gets the argument rebuilt, as a chain call's way out.
+  static bool captures_argument(const Instr* ip) {
+    if (ip->op != Op::Lambda || ip->self_ref) return false;
+    for (int k = 0; k < ip->ncaps; k++)
+      if (ip->caps[k] == 0) return true;
+    return false;
   }
 
   // How a tail call of the body's own lambda can loop here: whether it may (as apply_core would
@@ -627,7 +635,7 @@ struct Emitter {
   static bool reads_argument_itself(const Code* c) {
     for (int i = 0; i < c->n; i++) {
       const Instr* ip = &c->ins[i];
-      if (ip->inert_guard || ip->chain_call) return true;
+      if (ip->inert_guard || ip->chain_call || captures_argument(ip)) return true;
       if (ip->op == Op::If && (reads_argument_itself(ip->then_) || reads_argument_itself(ip->else_))) return true;
     }
     return false;
@@ -1608,6 +1616,7 @@ struct Emitter {
     }
     bool empty = ip->ncaps == 0 && ip->lam->free.empty();  // closure_of's one closure, once made
     if (!empty && (!alloc_ok || ip->ncaps <= 0 || free_list_index(bytes) < 0)) return step(ip);
+    if (rebuild_arg && captures_argument(ip)) emit_rebuild_arg();
     Label slow = a.newLabel(), done = a.newLabel();
     if (ip->inert_guard) {  // a way out whose value holds no real (inert_value): the interpreter
       load(xr::rax, ip->b);
