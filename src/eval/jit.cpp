@@ -1339,12 +1339,15 @@ struct Emitter {
   }
   void emit_app_parts(const Instr* ip) {
     if (ip->split && ip->op2 == AppPair && !ip->tail && !ip->raw_call && !ip->chain_call) {
-      make_deferred_pair(ip);
+      // (the inner pair of an argument of three parts stays unmade for a direct call, which
+      // passes the parts to a callee that takes them: R:map2's own)
       if (Prim* p = known_rev_rule(ip->a)) {
+        make_deferred_pair(ip);
         emit_rev_binary(ip, p);
         return;
       }
       if (Prim* p = known_rev_compare(ip->a)) {
+        make_deferred_pair(ip);
         emit_rev_compare(ip, p);
         return;
       }
@@ -3593,8 +3596,9 @@ struct Emitter {
   }
 
   void dump(const Code* c) {
-    fprintf(stderr, "native: %s, %d instructions, self loop %s%s\n", c->lam && c->lam->name ? c->lam->name : "lambda",
-            c->n, self_loop ? "yes" : "no",
+    std::string name = c->lam && c->lam->name ? c->lam->name : "lambda";  // (with the transforms that made it)
+    for (const Lambda* l = c->lam; l && l->transform; l = l->source) name = std::string(1, l->transform) + ":" + name;
+    fprintf(stderr, "native: %s, %d instructions, self loop %s%s\n", name.c_str(), c->n, self_loop ? "yes" : "no",
             !arg_car         ? ""
             : rebuild_arg3 ? ", argument taken apart without a pair (in three parts too, rebuilt where read)"
             : rebuild_arg  ? ", argument taken apart without a pair (rebuilt where read)"
