@@ -2889,11 +2889,44 @@ struct Emitter {
   // Any other callee (a reverse rule not known here, a primitive): the interpreter's step.
   void emit_chain_tail(const Instr* ip) {
     guarded(ip, [&](Label slow) {
+      Label general = a.newLabel(), declined = a.newLabel();
+      bool two = ip->op2 == AppPair;
       load(xr::rax, ip->a);
       kind_guard(Kind::Closure, slow);
       a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
-      a.cmp(xr::qword_ptr(xr::rdx, ip->op2 == AppPair ? lambda_split2 : lambda_split1), 0);
-      a.jne(slow);
+      a.mov(xr::rdi, xr::qword_ptr(xr::rdx, two ? lambda_split2 : lambda_split1));
+      a.test(xr::rdi, xr::rdi);
+      a.jz(general);
+      // a callee with a native forward phase (list-ref's reverse version, a rule's): called at
+      // once, its value and backpropagator the body's, the way out's backpropagator made
+      // around the latter, as op_app's chain call does it (W6's (list-ref w k) in tail position)
+      a.sub(xr::rsp, 16);  // out[2]
+      a.mov(xr::rsi, xr::rax);
+      load(xr::rdx, ip->b);
+      if (two) {
+        load(xr::rcx, ip->b2);
+        a.mov(xr::r8, xr::rsp);
+      } else {
+        a.mov(xr::rcx, xr::rsp);
+      }
+      call(two ? (const void*)&vlad_jit_split2 : (const void*)&vlad_jit_split1);
+      a.cmp(xr::eax, 1);
+      a.jne(declined);
+      a.mov(xr::rax, xr::qword_ptr(xr::rsp));
+      a.mov(xr::qword_ptr(kEx, exec_r1), xr::rax);
+      a.mov(xr::rax, xr::qword_ptr(xr::rsp, 8));
+      a.mov(xr::qword_ptr(kEx, exec_r2), xr::rax);
+      a.add(xr::rsp, 16);
+      count(offsetof(WorkCounters, applications));
+      emit_chain_way_out(ip);
+      a.mov(xr::eax, (int32_t)Exit::Pair);
+      a.jmp(ret);
+      a.bind(declined);  // (declined: the interpreter's step, which asks it again, then calls it)
+      a.add(xr::rsp, 16);
+      a.cmp(xr::eax, kThrown);
+      a.je(ret);
+      a.jmp(slow);
+      a.bind(general);
       if (rebuild_arg) emit_rebuild_arg();  // (the backpropagator may hold the argument)
       emit_closure(ip->chain, ip->ncaps, ip->caps, ip->hole, [&] { a.mov(xr::ecx, (int32_t)Value::kNil); });
       a.mov(xr::qword_ptr(kEx, exec_chain), xr::rax);
