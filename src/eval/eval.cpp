@@ -1240,6 +1240,20 @@ extern "C" int vlad_jit_back_native(bool (*fn)(Closure*, Value, Value*), Closure
   });
 }
 
+extern "C" int vlad_jit_back_native3(Exec* ex, const Instr* ip, Closure* cl, Value* out) {
+  return jit_guard([&] {
+    Value y = ex->get(ip->b);
+    if (zero_sensitivity(y) || structural_zero(Value::obj(cl), y)) return 0;
+    std::optional<CallFrame> frame;
+    if (ip->op2 != BackChainLink) frame.emplace(Value::obj(cl), ip->site());
+    Value halves[2];
+    if (!cl->lambda->native_back(cl, y, halves)) return 0;
+    out[0] = halves[0];
+    split_sensitivity(halves[1], out + 1);
+    return 1;
+  });
+}
+
 namespace {
 // A binary primitive's function on the call's two operands, at once (op_app's fn2 case: no
 // frame, the call's position given to an error without one).

@@ -121,6 +121,10 @@ int vlad_jit_back_done(Exec* ex, const Instr* ip, int e, uint64_t r1, uint64_t r
 // fn): back_call's case for it on ȳ — 1 with (f̄ . x̄) in out[0], out[1]; 0 when ȳ is a zero
 // (back_call's skip) or fn declines (the instruction is then run as before); kThrown on an error.
 int vlad_jit_back_native(bool (*fn)(Closure*, Value, Value*), Closure* cl, uint64_t y, Value* out);
+// The same for a split3 BackCall (ip) of such a closure cl, as back_call's three-part case gives
+// it (run_raw: the callee's call record unless ip is a chain's link): (f̄, car x̄, cdr x̄) in
+// out[0..2].
+int vlad_jit_back_native3(Exec* ex, const Instr* ip, Closure* cl, Value* out);
 // The callee's exit was a tail call (callee->f, callee->arg) to a closure with native code: the
 // frame goes on with it (1: Ctrl-C checked, the call record updated as apply_core's loop does),
 // or 0 for vlad_jit_return to finish, or kThrown.

@@ -1974,6 +1974,40 @@ struct Emitter {
     a.bind(next);
   }
 
+  // The same for a split3 BackCall (vlad_jit_back_native3): its three parts stored.
+  void emit_back_native3(const Instr* ip, Label end) {
+    Label next = a.newLabel(), declined = a.newLabel();
+    load(xr::rax, ip->a);
+    object_or_view(xr::rax, xr::rdx, next, next);
+    a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
+    a.jne(next);
+    a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+    a.cmp(xr::qword_ptr(xr::rdx, lambda_native_back), 0);
+    a.je(next);
+    a.sub(xr::rsp, 32);  // out[3]
+    a.mov(xr::rdi, kEx);
+    a.mov(xr::rsi, (uint64_t)ip);
+    a.mov(xr::rdx, xr::rax);
+    a.mov(xr::rcx, xr::rsp);
+    call((const void*)&vlad_jit_back_native3);
+    a.cmp(xr::eax, 1);
+    a.jne(declined);
+    a.mov(xr::rax, xr::qword_ptr(xr::rsp));
+    store(ip->x, xr::rax);
+    a.mov(xr::rax, xr::qword_ptr(xr::rsp, 8));
+    store(ip->x2, xr::rax);
+    a.mov(xr::rax, xr::qword_ptr(xr::rsp, 16));
+    store(ip->x3, xr::rax);
+    a.add(xr::rsp, 32);
+    count(offsetof(WorkCounters, applications));
+    a.jmp(end);
+    a.bind(declined);
+    a.add(xr::rsp, 32);
+    a.cmp(xr::eax, kThrown);
+    a.je(ret);
+    a.bind(next);
+  }
+
   // After a call that filled out[2] at rsp (lowered by 16 for it) and returned 1 (done), 0
   // (declined) or kThrown: on 1, the halves into ip->x and ip->x2 and on to `done`; on kThrown,
   // out; on 0, on to what follows (rsp restored).
@@ -3613,6 +3647,7 @@ struct Emitter {
           a.bind(next);
         }
         if (ip->split && !ip->split3 && met(ip, kSeenBackOther)) emit_back_native(ip, end);
+        if (ip->split3 && met(ip, kSeenBackOther)) emit_back_native3(ip, end);
         if (ip->split3) emit_back_node(ip);
         else if (ip->split && alloc_ok) emit_back_proj(ip);
         else step(ip);
