@@ -1620,10 +1620,10 @@ struct Emitter {
     bool empty = ip->ncaps == 0 && ip->lam->free.empty();  // closure_of's one closure, once made
     if (!empty && (!alloc_ok || ip->ncaps <= 0 || free_list_index(bytes) < 0)) return step(ip);
     if (rebuild_arg && captures_argument(ip)) emit_rebuild_arg();
-    Label slow = a.newLabel(), done = a.newLabel();
-    if (ip->inert_guard) {  // a way out whose value holds no real (inert_value): the interpreter
-      load(xr::rax, ip->b);
-      inert_to(slow);
+    Label slow = a.newLabel(), done = a.newLabel(), inert = a.newLabel();
+    if (ip->inert_guard) {  // a way out whose value holds no real (inert_value): the zero
+      load(xr::rax, ip->b);   // backpropagator of the running closure and its argument
+      inert_to(inert);
     }
     if (empty) {
       a.mov(xr::rax, (uint64_t)&ip->lam->empty_closure);
@@ -1636,6 +1636,20 @@ struct Emitter {
     store(ip->x, xr::rax);
     a.bind(done);
     cold([&] {
+      if (ip->inert_guard) {  // (Exec::op_lambda's zero_backpropagator)
+        a.bind(inert);
+        if (rebuild_arg) emit_rebuild_arg();
+        emit_alloc(sizeof(Closure) + sizeof(Value));
+        write_header(Kind::Closure, 2);
+        a.mov(xr::rcx, (uint64_t)zero_backpropagator_lambda());
+        a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
+        a.mov(xr::rcx, xr::qword_ptr(kEx, offsetof(Exec, self)));
+        a.mov(xr::qword_ptr(xr::rax, closure_env), xr::rcx);
+        load(xr::rcx, 0);
+        a.mov(xr::qword_ptr(xr::rax, closure_env + 8), xr::rcx);
+        store(ip->x, xr::rax);
+        a.jmp(done);
+      }
       a.bind(slow);
       step(ip);
       a.jmp(done);
@@ -3439,9 +3453,16 @@ struct Emitter {
         store(ip->x, xr::rax);
       }
       a.bind(done);
-      // a part of (*j P), lazily (op_car_cdr's second case): the shared stub, out of line
+      // a part of (*j P), lazily (op_car_cdr's second case): the shared stub, out of line; a
+      // part of the placeholder zero, itself (its fourth)
       cold([&] {
         a.bind(view);
+        Label not_zero = a.newLabel();
+        a.cmp(xr::rax, (int32_t)Value::kZeroSens);
+        a.jne(not_zero);
+        store(ip->x, xr::rax);
+        a.jmp(done);
+        a.bind(not_zero);
         a.mov(xr::rcx, xr::rax);
         const void* stub = j_part_stub(!car_side);
         if (stub) {
@@ -3608,10 +3629,49 @@ struct Emitter {
         break;
       case Op::Sens:  // a sensitivity that is not the placeholder zero is itself (op_sens)
         guarded(ip, [&](Label slow) {
+          Label zero = a.newLabel(), done = a.newLabel();
           load(xr::rax, ip->a);
           a.cmp(xr::rax, (int32_t)Value::kZeroSens);
-          a.je(slow);
+          a.je(ip->src->index == 0 ? zero : slow);
           store(ip->x, xr::rax);
+          a.bind(done);
+          if (ip->src->index != 0) return;
+          // the placeholder's zero of a first-level reverse real (a node, a constant leaf, or a
+          // real in a pair under *j): 0, as rzero gives it; of (), #t or #f, itself; anything
+          // else, op_sens
+          cold([&] {
+            Label view = a.newLabel(), real = a.newLabel(), atom = a.newLabel();
+            a.bind(zero);
+            load(xr::rcx, ip->b);
+            atom_to(xr::rcx, atom);  // ((), #t, #f: their own zeros)
+            object_or_view(xr::rcx, xr::rdx, slow, view);
+            a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
+            a.jne(slow);
+            a.mov(xr::rcx, xr::qword_ptr(xr::rcx, node_v));
+            a.jmp(real);
+            a.bind(view);
+            a.mov(xr::rdx, xr::rcx);
+            a.and_(xr::rdx, 15);
+            a.and_(xr::rcx, -16);
+            Label cdr_side = a.newLabel();
+            a.cmp(xr::rdx, (int32_t)kViewJCar);
+            a.jne(cdr_side);
+            a.mov(xr::rcx, xr::qword_ptr(xr::rcx, pair_car));
+            a.jmp(real);
+            a.bind(cdr_side);
+            a.cmp(xr::rdx, (int32_t)kViewJCdr);
+            a.jne(slow);
+            a.mov(xr::rcx, xr::qword_ptr(xr::rcx, pair_cdr));
+            a.bind(real);
+            a.mov(xr::rax, kOffset);
+            a.cmp(xr::rcx, xr::rax);
+            a.jb(slow);
+            store(ip->x, xr::rax);  // (0)
+            a.jmp(done);
+            a.bind(atom);
+            store(ip->x, xr::rcx);
+            a.jmp(done);
+          });
         });
         break;
       case Op::If: emit_if(ip); break;
