@@ -362,6 +362,33 @@ struct Emitter {
   // The interpreter runs this one instruction (its own case, without dispatch).
   void step(const Instr* ip) {
     if (rebuild_arg && (ip->chain_call || ip->inert_guard || captures_argument(ip))) emit_rebuild_arg();
+    Label stepped = a.newLabel();
+    if (ip->op == Op::BackCall && ip->split) {
+      // ȳ a zero view ((zero P), (%rzero P) of a pair: back_call's zero_sensitivity), which the
+      // native paths leave to this one: all zero, as back_call gives it (W7: the backpropagators
+      // of cadr-of and caddr-of given the zeros of subtrees)
+      Label call_it = a.newLabel(), zero = a.newLabel();
+      load(xr::rax, ip->b);
+      a.mov(xr::rdx, xr::rax);
+      a.shr(xr::rdx, 48);
+      a.jnz(call_it);
+      a.cmp(xr::rax, 0xff);
+      a.jbe(call_it);
+      a.mov(xr::rdx, xr::rax);
+      a.and_(xr::rdx, 15);
+      a.cmp(xr::rdx, (int32_t)kViewZero);
+      a.je(zero);
+      a.cmp(xr::rdx, (int32_t)kViewRZero);
+      a.jne(call_it);
+      a.bind(zero);
+      a.mov(xr::eax, (int32_t)Value::kZeroSens);
+      store(ip->x, xr::rax);
+      store(ip->x2, xr::rax);
+      if (ip->split3) store(ip->x3, xr::rax);
+      count(offsetof(WorkCounters, applications));
+      a.jmp(stepped);
+      a.bind(call_it);
+    }
     const void* fn = (const void*)&vlad_jit_step;
     switch (ip->op) {
       case Op::Sens: fn = (const void*)&vlad_jit_sens; break;
@@ -380,6 +407,7 @@ struct Emitter {
     a.mov(xr::rsi, (uint64_t)ip);
     call(fn);
     check_continue();
+    a.bind(stepped);
   }
   // Register g: to `fail` unless it holds an object (falls through) or a view of one (to
   // `view`): not a real, not a small constant, not an immediate view. Clobbers t.
@@ -2062,6 +2090,15 @@ struct Emitter {
     a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Closure);
     a.jne(next);
     a.mov(xr::rdx, xr::qword_ptr(xr::rax, closure_lambda));
+    // ȳ = +0.0 for a structural one: all zero, as back_call skips it (whether or not its body
+    // has native code: one that is always skipped never runs, so never gets any — W7's lookup)
+    load(xr::rcx, ip->b);
+    a.cmp(xr::byte_ptr(xr::rdx, lambda_structural), 0);
+    a.je(called);
+    a.mov(xr::r8, Value::real(0.0).bits);
+    a.cmp(xr::rcx, xr::r8);
+    a.je(zero);
+    a.bind(called);
     a.cmp(xr::qword_ptr(xr::rdx, lambda_raw_direct), 0);
     a.je(chain);
     a.bind(direct_ok);
@@ -2084,12 +2121,6 @@ struct Emitter {
       a.jmp(entered);
     });
     load(xr::rcx, ip->b);
-    a.cmp(xr::byte_ptr(xr::rdx, lambda_structural), 0);  // ȳ = +0.0 for it: all zero (back_call)
-    a.je(called);
-    a.mov(xr::r8, Value::real(0.0).bits);
-    a.cmp(xr::rcx, xr::r8);
-    a.je(zero);
-    a.bind(called);
     a.mov(xr::r8, kOffset);
     a.cmp(xr::rcx, xr::r8);
     a.jae(y_ok);
@@ -3637,14 +3668,21 @@ struct Emitter {
           a.bind(done);
           if (ip->src->index != 0) return;
           // the placeholder's zero of a first-level reverse real (a node, a constant leaf, or a
-          // real in a pair under *j): 0, as rzero gives it; of (), #t or #f, itself; anything
-          // else, op_sens
+          // real in a pair under *j): 0, as rzero gives it; of (), #t or #f, itself; of a pair
+          // or of (*j P), its view of zeros; anything else, op_sens
           cold([&] {
             Label view = a.newLabel(), real = a.newLabel(), atom = a.newLabel();
             a.bind(zero);
             load(xr::rcx, ip->b);
             atom_to(xr::rcx, atom);  // ((), #t, #f: their own zeros)
             object_or_view(xr::rcx, xr::rdx, slow, view);
+            Label not_pair = a.newLabel();
+            a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
+            a.jne(not_pair);
+            a.or_(xr::rcx, (int32_t)kViewRZero);  // (a pair's: its view, lazily)
+            store(ip->x, xr::rcx);
+            a.jmp(done);
+            a.bind(not_pair);
             a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
             a.jne(slow);
             a.mov(xr::rcx, xr::qword_ptr(xr::rcx, node_v));
@@ -3653,7 +3691,13 @@ struct Emitter {
             a.mov(xr::rdx, xr::rcx);
             a.and_(xr::rdx, 15);
             a.and_(xr::rcx, -16);
-            Label cdr_side = a.newLabel();
+            Label cdr_side = a.newLabel(), not_j = a.newLabel();
+            a.cmp(xr::rdx, (int32_t)kViewJ);  // (*j P): the zero of P, a view of it
+            a.jne(not_j);
+            a.or_(xr::rcx, (int32_t)kViewZero);
+            store(ip->x, xr::rcx);
+            a.jmp(done);
+            a.bind(not_j);
             a.cmp(xr::rdx, (int32_t)kViewJCar);
             a.jne(cdr_side);
             a.mov(xr::rcx, xr::qword_ptr(xr::rcx, pair_car));
