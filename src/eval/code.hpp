@@ -1,5 +1,8 @@
 // code.hpp — the compiled form of a lambda body: instructions over frame slots and env indices.
 #pragma once
+#include <cstddef>
+#include <cstring>
+
 #include "ast.hpp"
 
 namespace vlad {
@@ -68,14 +71,14 @@ struct Instr {
   // An App's or a BackCall's position (src->pos), kept here too: every call's record takes it, and
   // src lies elsewhere in memory (in code run once a pass, as under nested transforms, a cache
   // miss each call).
-  Pos site() const {
-    if (chain_call || (op != Op::App && op != Op::BackCall)) return src->pos;
+  Pos site() const { return chain_call || (op != Op::App && op != Op::BackCall) ? src->pos : call_site(); }
+  // The same where the instruction is known to be such a call (two loads, as src->pos was).
+  Pos call_site() const {
     Pos p;
-    p.file = site_file;
-    p.line = site_line;
-    p.col = site_col;
+    std::memcpy(&p, reinterpret_cast<const char*>(this) + kSiteOffset, sizeof p);
     return p;
   }
+  static const size_t kSiteOffset;
 };
 
 struct Code {
@@ -124,3 +127,8 @@ struct Code {
 
 }  // namespace vlad
 static_assert(sizeof(vlad::Instr) <= 64, "an instruction is one cache line");
+inline const size_t vlad::Instr::kSiteOffset = offsetof(vlad::Instr, site_file);
+static_assert(offsetof(vlad::Instr, site_line) == offsetof(vlad::Instr, site_file) + 8 &&
+                  offsetof(vlad::Instr, site_col) == offsetof(vlad::Instr, site_file) + 12 &&
+                  offsetof(vlad::Pos, line) == 8 && offsetof(vlad::Pos, col) == 12 && sizeof(vlad::Pos) == 16,
+              "Instr::call_site reads a Pos at site_file");

@@ -198,8 +198,8 @@ void Exec::run_split(const Instr* ip) {
       return;
     }
   }
-  Value r = apply_split(fv, arg_of(ip), ip->site(), out);
-  if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->site());
+  Value r = apply_split(fv, arg_of(ip), ip->call_site(), out);
+  if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->call_site());
   fr[ip->x] = out[0];
   fr[ip->x2] = out[1];
 }
@@ -332,7 +332,7 @@ inline int Exec::op_app(const Instr* ip) {
     // a primitive given one value (the AD library's %rzero, *j, *j-inverse in transformed
     // backpropagators: most of nested reverse mode's applications): called in its record at
     // once, without apply_core's set-up, as native code calls it (vlad_jit_prim1, vlad_jit_prim)
-    fr[ip->x] = prim_in_frame(static_cast<Prim*>(fv.as_obj()), get(ip->b), ip->site());
+    fr[ip->x] = prim_in_frame(static_cast<Prim*>(fv.as_obj()), get(ip->b), ip->call_site());
     return kContinue;
   }
   if (ip->op2 == AppPair) {
@@ -342,7 +342,7 @@ inline int Exec::op_app(const Instr* ip) {
         try {
           fr[ip->x] = p->fn2(p, get(ip->b), get(ip->b2));
         } catch (Error& e) {
-          if (!e.pos.file) e.pos = ip->site();
+          if (!e.pos.file) e.pos = ip->call_site();
           throw;
         }
         return kContinue;
@@ -363,10 +363,10 @@ inline int Exec::op_app(const Instr* ip) {
     f = fv;
     arg = av;
     arg2 = Value::unbound();
-    tail_pos = ip->site();
+    tail_pos = ip->call_site();
     return (int)Exit::Tail;
   }
-  fr[ip->x] = apply(fv, av, ip->site());
+  fr[ip->x] = apply(fv, av, ip->call_site());
   return kContinue;
 }
 
@@ -455,7 +455,7 @@ inline int Exec::op_backcall(const Instr* ip) {
   // instead, run_raw): the rest of the chain as that walk runs it, with no call record of its
   // own for a raw backpropagator and the chain's call site for the end's.
   bool link = ip->op2 == BackChainLink;
-  Pos pos = link ? call_records[eval_depth].pos : ip->site();
+  Pos pos = link ? call_records[eval_depth].pos : ip->call_site();
   if (ip->split3) {  // (f̄ a b) with x̄ = (a . b)
     back_call(bp, y, out, pos, true, !link);
     fr[ip->x] = out[0];
@@ -636,7 +636,7 @@ extern "C" int vlad_jit_back_done(Exec* ex, const Instr* ip, int e, uint64_t r1,
       out[0] = Value(r1, 0);
       out[1] = Value(r2, 0);
     } else {
-      split_value(Value(r1, 0), out, "(cons f-bar x-bar)", ip->site());
+      split_value(Value(r1, 0), out, "(cons f-bar x-bar)", ip->call_site());
     }
     if (ip->split3) {
       split_sensitivity(out[1], out + 1);
@@ -762,7 +762,7 @@ bool split_star_j_inverse(Exec* ex, const Instr* ip, Value fv) {
   }
   Value out[2];
   {
-    CallFrame frame(fv, ip->site());
+    CallFrame frame(fv, ip->call_site());
     Interp* in = current;
     if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
     if (!star_j_inverse_parts(a, d, out)) return false;
@@ -1205,7 +1205,7 @@ int jit_return(Exec* ex, const Instr* ip, Exec* callee, int e, Closure* chain0, 
         r = ip->split ? Value::unbound() : cons(out[0], out[1]);
       }
       if (ip->split) {  // as run_split
-        if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->site());
+        if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->call_site());
         ex->fr[ip->x] = out[0];
         ex->fr[ip->x2] = out[1];
       } else {
@@ -1245,7 +1245,7 @@ extern "C" int vlad_jit_back_native3(Exec* ex, const Instr* ip, Closure* cl, Val
     Value y = ex->get(ip->b);
     if (zero_sensitivity(y) || structural_zero(Value::obj(cl), y)) return 0;
     std::optional<CallFrame> frame;
-    if (ip->op2 != BackChainLink) frame.emplace(Value::obj(cl), ip->site());
+    if (ip->op2 != BackChainLink) frame.emplace(Value::obj(cl), ip->call_site());
     Value halves[2];
     if (!cl->lambda->native_back(cl, y, halves)) return 0;
     out[0] = halves[0];
@@ -1261,7 +1261,7 @@ int prim2_at_once(Exec* ex, const Instr* ip, Prim* p) {
   try {
     ex->fr[ip->x] = p->fn2(p, ex->get(ip->b), ex->get(ip->b2));
   } catch (Error& e) {
-    if (!e.pos.file) e.pos = ip->site();
+    if (!e.pos.file) e.pos = ip->call_site();
     throw;
   }
   return Exec::kContinue;
@@ -1277,23 +1277,23 @@ extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
       if (p == current->p_star_j_inverse && split_star_j_inverse(ex, ip, fv)) return Exec::kContinue;
       Value arg = ex->arg_of(ip), r, out[2];
       {
-        CallFrame frame(fv, ip->site());
+        CallFrame frame(fv, ip->call_site());
         Interp* in = current;
         if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
         r = apply_prim(p, arg);
       }
-      split_value(r, out, "(cons value backpropagator)", ip->site());
+      split_value(r, out, "(cons value backpropagator)", ip->call_site());
       ex->fr[ip->x] = out[0];
       ex->fr[ip->x2] = out[1];
       return Exec::kContinue;
     }
     if (ip->op2 == AppPair && p->arity == 2 && p->fn2) return prim2_at_once(ex, ip, p);
     if (ip->op2 != AppPair) {  // (op_app's case)
-      ex->fr[ip->x] = prim_in_frame(p, ex->get(ip->b), ip->site());
+      ex->fr[ip->x] = prim_in_frame(p, ex->get(ip->b), ip->call_site());
       return Exec::kContinue;
     }
     Value arg = ex->arg_of(ip);
-    CallFrame frame(fv, ip->site());
+    CallFrame frame(fv, ip->call_site());
     Interp* in = current;
     if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
     ex->fr[ip->x] = apply_prim(p, arg);
@@ -1307,7 +1307,7 @@ extern "C" int vlad_jit_prim1(Exec* ex, const Instr* ip) {
   return jit_guard([&] {
     work.applications++;
     Prim* p = static_cast<Prim*>(ex->get(ip->a).as_obj());
-    ex->fr[ip->x] = prim_in_frame(p, ex->get(ip->b), ip->site());
+    ex->fr[ip->x] = prim_in_frame(p, ex->get(ip->b), ip->call_site());
     return Exec::kContinue;
   });
 }
@@ -1320,7 +1320,7 @@ extern "C" int vlad_jit_tail_prim(Exec* ex, const Instr* ip) {
     if (ip->op2 == AppPair && p->arity == 2 && p->fn2) return prim2_at_once(ex, ip, p);  // as op_app
     // apply_core's loop: the frame's record becomes the primitive's, then Ctrl-C, then the call
     Value arg = ex->arg_of(ip);
-    note_tail_call(&call_records[eval_depth], fv, ip->site());
+    note_tail_call(&call_records[eval_depth], fv, ip->call_site());
     Interp* in = current;
     if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
     ex->fr[ip->x] = apply_prim(p, arg);
