@@ -3658,6 +3658,19 @@ struct Emitter {
           store(ip->x, xr::rax);
         });
         break;
+      case Op::Check:  // a constant pattern of (), #t or #f met by itself (op_check)
+        if (ip->kbits != Value::kNil && ip->kbits != Value::kTrue && ip->kbits != Value::kFalse) {
+          step(ip);
+          break;
+        }
+        guarded(ip, [&](Label slow) {
+          load(xr::rax, ip->a);
+          a.cmp(xr::rax, (int32_t)ip->kbits);
+          a.jne(slow);
+          a.mov(xr::eax, (int32_t)Value::kNil);
+          store(ip->x, xr::rax);
+        });
+        break;
       case Op::Sens:  // a sensitivity that is not the placeholder zero is itself (op_sens)
         guarded(ip, [&](Label slow) {
           Label zero = a.newLabel(), done = a.newLabel();
