@@ -256,6 +256,8 @@ const void* plus_stub(int32_t free_lists_offset);
 // The shared stubs of car and cdr of a view (Emitter::j_part_of_view): rcx = the value (a view)
 // gives r9 = the part, or 0 when it is not (*j P) of a pair P. Null if they could not be made.
 const void* j_part_stub(bool cdr);
+const void* sens_zero_stub();
+const void* zero_view_stub();
 
 struct Emitter {
   xr::Assembler& a;
@@ -367,26 +369,20 @@ struct Emitter {
       // ȳ a zero view ((zero P), (%rzero P) of a pair: back_call's zero_sensitivity), which the
       // native paths leave to this one: all zero, as back_call gives it (W7: the backpropagators
       // of cadr-of and caddr-of given the zeros of subtrees)
-      Label call_it = a.newLabel(), zero = a.newLabel();
-      load(xr::rax, ip->b);
-      a.mov(xr::rdx, xr::rax);
-      a.shr(xr::rdx, 48);
-      a.jnz(call_it);
-      a.cmp(xr::rax, 0xff);
-      a.jbe(call_it);
-      a.mov(xr::rdx, xr::rax);
-      a.and_(xr::rdx, 15);
-      a.cmp(xr::rdx, (int32_t)kViewZero);
-      a.je(zero);
-      a.cmp(xr::rdx, (int32_t)kViewRZero);
-      a.jne(call_it);
-      a.bind(zero);
-      a.mov(xr::eax, (int32_t)Value::kZeroSens);
-      store(ip->x, xr::rax);
-      store(ip->x2, xr::rax);
-      if (ip->split3) store(ip->x3, xr::rax);
-      count(offsetof(WorkCounters, applications));
-      a.jmp(stepped);
+      Label call_it = a.newLabel();
+      const void* stub = zero_view_stub();
+      if (stub) {
+        load(xr::rcx, ip->b);
+        call(stub);  // (shared: r9 = 1 for a zero view)
+        a.test(xr::r9, xr::r9);
+        a.jz(call_it);
+        a.mov(xr::eax, (int32_t)Value::kZeroSens);
+        store(ip->x, xr::rax);
+        store(ip->x2, xr::rax);
+        if (ip->split3) store(ip->x3, xr::rax);
+        count(offsetof(WorkCounters, applications));
+        a.jmp(stepped);
+      }
       a.bind(call_it);
     }
     const void* fn = (const void*)&vlad_jit_step;
@@ -3682,51 +3678,19 @@ struct Emitter {
           if (ip->src->index != 0) return;
           // the placeholder's zero of a first-level reverse real (a node, a constant leaf, or a
           // real in a pair under *j): 0, as rzero gives it; of (), #t or #f, itself; of a pair
-          // or of (*j P), its view of zeros; anything else, op_sens
+          // or of (*j P), its view of zeros (sens_zero_stub, shared); anything else, op_sens
           cold([&] {
-            Label view = a.newLabel(), real = a.newLabel(), atom = a.newLabel();
             a.bind(zero);
+            const void* stub = sens_zero_stub();
+            if (!stub) {
+              a.jmp(slow);
+              return;
+            }
             load(xr::rcx, ip->b);
-            atom_to(xr::rcx, atom);  // ((), #t, #f: their own zeros)
-            object_or_view(xr::rcx, xr::rdx, slow, view);
-            Label not_pair = a.newLabel();
-            a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
-            a.jne(not_pair);
-            a.or_(xr::rcx, (int32_t)kViewRZero);  // (a pair's: its view, lazily)
-            store(ip->x, xr::rcx);
-            a.jmp(done);
-            a.bind(not_pair);
-            a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
-            a.jne(slow);
-            a.mov(xr::rcx, xr::qword_ptr(xr::rcx, node_v));
-            a.jmp(real);
-            a.bind(view);
-            a.mov(xr::rdx, xr::rcx);
-            a.and_(xr::rdx, 15);
-            a.and_(xr::rcx, -16);
-            Label cdr_side = a.newLabel(), not_j = a.newLabel();
-            a.cmp(xr::rdx, (int32_t)kViewJ);  // (*j P): the zero of P, a view of it
-            a.jne(not_j);
-            a.or_(xr::rcx, (int32_t)kViewZero);
-            store(ip->x, xr::rcx);
-            a.jmp(done);
-            a.bind(not_j);
-            a.cmp(xr::rdx, (int32_t)kViewJCar);
-            a.jne(cdr_side);
-            a.mov(xr::rcx, xr::qword_ptr(xr::rcx, pair_car));
-            a.jmp(real);
-            a.bind(cdr_side);
-            a.cmp(xr::rdx, (int32_t)kViewJCdr);
-            a.jne(slow);
-            a.mov(xr::rcx, xr::qword_ptr(xr::rcx, pair_cdr));
-            a.bind(real);
-            a.mov(xr::rax, kOffset);
-            a.cmp(xr::rcx, xr::rax);
-            a.jb(slow);
-            store(ip->x, xr::rax);  // (0)
-            a.jmp(done);
-            a.bind(atom);
-            store(ip->x, xr::rcx);
+            call(stub);
+            a.test(xr::r9, xr::r9);
+            a.jz(slow);
+            store(ip->x, xr::r9);
             a.jmp(done);
           });
         });
@@ -3904,6 +3868,89 @@ const void* make_stub(int32_t free_lists_offset, B body, F on_fail) {
   void* fn = nullptr;
   if (runtime()->add(&fn, &code) != kErrorOk) return nullptr;
   return fn;
+}
+
+// The placeholder's zero of the value in rcx as Sens makes it (rzero), for the cases native code
+// takes: a first-level reverse real (0), (), #t, #f (themselves), a pair or (*j P) (their zero
+// views); r9 = it, or 0 for anything else (op_sens then). Clobbers rcx, rdx.
+const void* sens_zero_stub() {
+  static const void* stub = nullptr;
+  if (!stub)
+    stub = make_stub(
+        0,
+        [&](Emitter& em, Label fail) {
+          xr::Assembler& a = em.a;
+          Label view = a.newLabel(), real = a.newLabel(), atom = a.newLabel(), not_pair = a.newLabel(),
+                not_j = a.newLabel(), cdr_side = a.newLabel(), out = a.newLabel();
+          em.atom_to(xr::rcx, atom);
+          em.object_or_view(xr::rcx, xr::rdx, fail, view);
+          a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
+          a.jne(not_pair);
+          a.mov(xr::r9, xr::rcx);
+          a.or_(xr::r9, (int32_t)kViewRZero);  // (a pair's: its view, lazily)
+          a.jmp(out);
+          a.bind(not_pair);
+          a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Reverse);
+          a.jne(fail);
+          a.mov(xr::rcx, xr::qword_ptr(xr::rcx, node_v));
+          a.jmp(real);
+          a.bind(view);
+          a.mov(xr::rdx, xr::rcx);
+          a.and_(xr::rdx, 15);
+          a.and_(xr::rcx, -16);
+          a.cmp(xr::rdx, (int32_t)kViewJ);  // (*j P): the zero of P, a view of it
+          a.jne(not_j);
+          a.mov(xr::r9, xr::rcx);
+          a.or_(xr::r9, (int32_t)kViewZero);
+          a.jmp(out);
+          a.bind(not_j);
+          a.cmp(xr::rdx, (int32_t)kViewJCar);
+          a.jne(cdr_side);
+          a.mov(xr::rcx, xr::qword_ptr(xr::rcx, pair_car));
+          a.jmp(real);
+          a.bind(cdr_side);
+          a.cmp(xr::rdx, (int32_t)kViewJCdr);
+          a.jne(fail);
+          a.mov(xr::rcx, xr::qword_ptr(xr::rcx, pair_cdr));
+          a.bind(real);
+          a.mov(xr::r9, kOffset);  // (0)
+          a.cmp(xr::rcx, xr::r9);
+          a.jb(fail);
+          a.jmp(out);
+          a.bind(atom);
+          a.mov(xr::r9, xr::rcx);
+          a.bind(out);
+        },
+        [](xr::Assembler& a) { a.xor_(xr::r9d, xr::r9d); });
+  return stub;
+}
+
+// r9 = 1 when rcx is a zero view ((zero P), (%rzero P) of a pair: back_call's zero sensitivity),
+// else 0. Clobbers rdx.
+const void* zero_view_stub() {
+  static const void* stub = nullptr;
+  if (!stub)
+    stub = make_stub(
+        0,
+        [&](Emitter& em, Label fail) {
+          xr::Assembler& a = em.a;
+          Label yes = a.newLabel();
+          a.mov(xr::rdx, xr::rcx);
+          a.shr(xr::rdx, 48);
+          a.jnz(fail);
+          a.cmp(xr::rcx, 0xff);
+          a.jbe(fail);
+          a.mov(xr::rdx, xr::rcx);
+          a.and_(xr::rdx, 15);
+          a.cmp(xr::rdx, (int32_t)kViewZero);
+          a.je(yes);
+          a.cmp(xr::rdx, (int32_t)kViewRZero);
+          a.jne(fail);
+          a.bind(yes);
+          a.mov(xr::r9d, 1);
+        },
+        [](xr::Assembler& a) { a.xor_(xr::r9d, xr::r9d); });
+  return stub;
 }
 
 const void* j_part_stub(bool cdr) {
