@@ -745,7 +745,10 @@ struct Emitter {
       if (!itself_only) return;
       rebuild = !writes(c, i0->x, i0, i1) && !writes(c, i1->x, i0, i1) && i0->x != i1->x;
     }
-    // (read so, with its parts' slots reused: the parts kept in the Exec, stash_arg)
+    // (read so, with its parts' slots reused: the parts kept in the Exec, stash_arg — read from
+    // their slots at an entry with them, so those must be distinct: a body that ignores both
+    // parts writes them to one, which the second overwrites)
+    if (itself_only && !rebuild && i0->x == i1->x) return;
     arg_car = i0;
     arg_cdr = i1;
     rebuild_arg = itself_only;
@@ -767,6 +770,7 @@ struct Emitter {
     if (!overwritten &&
         (c->pair_result ? (c->r1 == r || c->r2 == r || (c->triple_result && c->r3 == r)) : c->result == r))
       return;
+    if (itself_only && (i0->x == i2->x || i0->x == i3->x || i2->x == i3->x)) return;  // (as above)
     if (itself_only) rebuild_arg3 = true;  // (from the stash)
     arg3_car = i2;
     arg3_cdr = i3;
