@@ -978,21 +978,27 @@ struct Emitter {
     a.sete(leaf.r8());
     a.mov(g, xr::qword_ptr(g, node_v));
     a.jmp(have);
-    a.bind(view);  // kViewJCar / kViewJCdr: the part of the pair
+    a.bind(view);
     a.mov(xr::rdx, g);
     a.and_(xr::rdx, 15);
     a.and_(g, -16);
-    a.cmp(xr::rdx, (int32_t)kViewJCar);
-    Label cdr_side = a.newLabel();
+    j_view_part(g, xr::rdx, fail);
+    a.bind(have);
+    unbox(g, x, fail);
+  }
+  // g = P, t = the tag of a view of it: for kViewJCar / kViewJCdr ((*j (car P)), (*j (cdr P)),
+  // a part that is not a pair) g = that part; any other tag to `fail`.
+  void j_view_part(const xr::Gp& g, const xr::Gp& t, Label fail) {
+    Label cdr_side = a.newLabel(), have = a.newLabel();
+    a.cmp(t, (int32_t)kViewJCar);
     a.jne(cdr_side);
     a.mov(g, xr::qword_ptr(g, pair_car));
     a.jmp(have);
     a.bind(cdr_side);
-    a.cmp(xr::rdx, (int32_t)kViewJCdr);
+    a.cmp(t, (int32_t)kViewJCdr);
     a.jne(fail);
     a.mov(g, xr::qword_ptr(g, pair_cdr));
     a.bind(have);
-    unbox(g, x, fail);
   }
 
   // The callee (slot a) a closure of p's reverse rule whose forward phase of two arguments is
@@ -3874,18 +3880,23 @@ const void* make_stub(int32_t free_lists_offset, B body, F on_fail) {
   return fn;
 }
 
+// A stub made once whose answer is in r9, or 0 where its body jumps to `fail`.
+template <class B>
+const void* make_r9_stub(B body) {
+  return make_stub(0, body, [](xr::Assembler& a) { a.xor_(xr::r9d, xr::r9d); });
+}
+
 // The placeholder's zero of the value in rcx as Sens makes it (rzero), for the cases native code
 // takes: a first-level reverse real (0), (), #t, #f (themselves), a pair or (*j P) (their zero
 // views); r9 = it, or 0 for anything else (op_sens then). Clobbers rcx, rdx.
 const void* sens_zero_stub() {
   static const void* stub = nullptr;
   if (!stub)
-    stub = make_stub(
-        0,
+    stub = make_r9_stub(
         [&](Emitter& em, Label fail) {
           xr::Assembler& a = em.a;
           Label view = a.newLabel(), real = a.newLabel(), atom = a.newLabel(), not_pair = a.newLabel(),
-                not_j = a.newLabel(), cdr_side = a.newLabel(), out = a.newLabel();
+                not_j = a.newLabel(), out = a.newLabel();
           em.atom_to(xr::rcx, atom);
           em.object_or_view(xr::rcx, xr::rdx, fail, view);
           a.cmp(xr::dword_ptr(xr::rcx, (int32_t)offsetof(Obj, kind)), (int32_t)Kind::Pair);
@@ -3908,14 +3919,7 @@ const void* sens_zero_stub() {
           a.or_(xr::r9, (int32_t)kViewZero);
           a.jmp(out);
           a.bind(not_j);
-          a.cmp(xr::rdx, (int32_t)kViewJCar);
-          a.jne(cdr_side);
-          a.mov(xr::rcx, xr::qword_ptr(xr::rcx, pair_car));
-          a.jmp(real);
-          a.bind(cdr_side);
-          a.cmp(xr::rdx, (int32_t)kViewJCdr);
-          a.jne(fail);
-          a.mov(xr::rcx, xr::qword_ptr(xr::rcx, pair_cdr));
+          em.j_view_part(xr::rcx, xr::rdx, fail);
           a.bind(real);
           a.mov(xr::r9, kOffset);  // (0)
           a.cmp(xr::rcx, xr::r9);
@@ -3924,8 +3928,7 @@ const void* sens_zero_stub() {
           a.bind(atom);
           a.mov(xr::r9, xr::rcx);
           a.bind(out);
-        },
-        [](xr::Assembler& a) { a.xor_(xr::r9d, xr::r9d); });
+        });
   return stub;
 }
 
@@ -3934,8 +3937,7 @@ const void* sens_zero_stub() {
 const void* zero_view_stub() {
   static const void* stub = nullptr;
   if (!stub)
-    stub = make_stub(
-        0,
+    stub = make_r9_stub(
         [&](Emitter& em, Label fail) {
           xr::Assembler& a = em.a;
           Label yes = a.newLabel();
@@ -3952,8 +3954,7 @@ const void* zero_view_stub() {
           a.jne(fail);
           a.bind(yes);
           a.mov(xr::r9d, 1);
-        },
-        [](xr::Assembler& a) { a.xor_(xr::r9d, xr::r9d); });
+        });
   return stub;
 }
 
