@@ -210,6 +210,9 @@ inline int zero_view_strip(Value v) { return view_tag(v) == kViewRZero; }
 inline bool is_data_view(Value v) { return is_j_view(v) || is_zero_view(v); }
 // (*j x) for a part x of a pair P (cdr_side: x = (cdr P)), at the first level, lazily.
 Value j_part(Pair* p, bool cdr_side);
+// (car z) or (cdr z) of a zero z shaped as a pair (a zero view, or a lazy zero of a pair), as
+// the part of the pair force(z) would make, without making it: false for any other z.
+bool zero_part(Value z, bool cdr_side, Value* out);
 // The part of a pair that a kViewJCar / kViewJCdr view stands for (*j of it).
 inline Value j_view_part(Value v) {
   Pair* p = static_cast<Pair*>(view_obj(v));

@@ -459,6 +459,26 @@ Value j_part(Pair* p, bool cdr_side) {
   return view_of(Value::obj(p), cdr_side ? kViewJCdr : kViewJCar);
 }
 
+bool zero_part(Value z, bool cdr_side, Value* out) {
+  Value src;
+  int strip;
+  if (is_zero_view(z)) {
+    src = Value::obj(view_obj(z));
+    strip = zero_view_strip(z);
+  } else if (is(z, Kind::Zero)) {
+    LazyZero* lz = static_cast<LazyZero*>(z.as_obj());
+    src = lz->src;
+    strip = (int)lz->aux;
+  } else {
+    return false;
+  }
+  if (!is_pair(src)) return false;
+  // zero_shallow's pair of lazy zeros, one part of it
+  Value x = cdr_side ? cdr(src) : car(src);
+  *out = strip == 0 ? lazy_zero(x, 0) : make_lazy_zero(x, strip);
+  return true;
+}
+
 Value force(Value v) {
   for (;;) {
     if (is_zero_view(v)) return zero_shallow(Value::obj(view_obj(v)), zero_view_strip(v));

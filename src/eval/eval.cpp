@@ -409,6 +409,7 @@ inline int Exec::op_car_cdr(const Instr* ip) {
 __attribute__((noinline)) int Exec::op_car_cdr_other(const Instr* ip, Value v) {
   if (is_j_view(v) && view_tag(v) == kViewJ) {  // a part of (*j P), lazily
     fr[ip->x] = j_part(static_cast<Pair*>(view_obj(v)), ip->op == Op::Cdr);
+  } else if (zero_part(v, ip->op == Op::Cdr, &fr[ip->x])) {  // a part of a zero, lazily
   } else if (is_lazy(v)) {
     Value m = force(v);
     if (!is_pair(m)) pattern_error(m, ip->src);
