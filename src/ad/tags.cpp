@@ -663,7 +663,37 @@ Value plus(Value a, Value b) {
 }
 
 namespace {
+// The sum of two closures: the closure of their environments' sums; unbound if they do not conform.
+Value plus_closures(Value a, Value b) {
+  Closure* x = as_closure(a);
+  Closure* y = as_closure(b);
+  if (x->lambda == y->lambda && !has_constants(x->lambda)) {
+    int n = (int)x->aux;
+    if (n == 0) return a;
+    Value r = make_closure(x->lambda, nullptr, n);
+    for (int i = 0; i < n; i++) as_closure(r)->env[i] = plus(x->env[i], y->env[i]);
+    return r;
+  }
+  // constants are free variables: they add too
+  Lambda* lam;
+  gc_vector<Value> ex, ey;
+  if (!closures_conform(a, b, &lam, &ex, &ey)) return Value::unbound();
+  Value r = make_closure(lam, nullptr, (int)ex.size());
+  for (size_t i = 0; i < ex.size(); i++) as_closure(r)->env[i] = plus(ex[i], ey[i]);
+  return r;
+}
+
 __attribute__((noinline)) Value plus_rest(Value a, Value b) {
+  // two primitives or two closures (the sensitivities of procedures: a fold's or a map's f),
+  // the switch's cases below at once
+  if (a.is_obj() && b.is_obj()) {
+    Kind ka = kind_of(a), kb = kind_of(b);
+    if (ka == Kind::Prim && kb == Kind::Prim) return a;
+    if (ka == Kind::Closure && kb == Kind::Closure) {
+      Value r = plus_closures(a, b);
+      if (!r.is_unbound()) return r;
+    }
+  }
   // two reverse reals (the sensitivities of first-level reverse values under a further reverse
   // transform): the case below, at once
   double x, y;
@@ -707,21 +737,8 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
       case Kind::Perturbation:
       case Kind::Sensitivity: return make_tagged(kind_of(a), plus(tagged_value(a), tagged_value(b)));
       case Kind::Closure: {
-        Closure* x = as_closure(a);
-        Closure* y = as_closure(b);
-        if (x->lambda == y->lambda && !has_constants(x->lambda)) {
-          int n = (int)x->aux;
-          if (n == 0) return a;
-          Value r = make_closure(x->lambda, nullptr, n);
-          for (int i = 0; i < n; i++) as_closure(r)->env[i] = plus(x->env[i], y->env[i]);
-          return r;
-        }
-        // constants are free variables: they add too
-        Lambda* lam;
-        gc_vector<Value> ex, ey;
-        if (!closures_conform(a, b, &lam, &ex, &ey)) break;
-        Value r = make_closure(lam, nullptr, (int)ex.size());
-        for (size_t i = 0; i < ex.size(); i++) as_closure(r)->env[i] = plus(ex[i], ey[i]);
+        Value r = plus_closures(a, b);
+        if (r.is_unbound()) break;
         return r;
       }
       case Kind::Prim:
