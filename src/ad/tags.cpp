@@ -684,6 +684,10 @@ Value plus_closures(Value a, Value b) {
 }
 
 __attribute__((noinline)) Value plus_rest(Value a, Value b) {
+  // two reverse reals (the sensitivities of first-level reverse values under a further reverse
+  // transform): the case below, at once
+  double x, y;
+  if (plain_reverse(a, x) && plain_reverse(b, y)) return make_tagged(Kind::Reverse, Value::real(x + y));
   // two primitives or two closures (the sensitivities of procedures: a fold's or a map's f),
   // the switch's cases below at once
   if (a.is_obj() && b.is_obj()) {
@@ -693,11 +697,25 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
       Value r = plus_closures(a, b);
       if (!r.is_unbound()) return r;
     }
+    // Two values tagged alike outermost (reverse values of reverse values, and the sensitivities
+    // of nested levels: W4's sums are of towers two to five tags deep): the common tags peeled in
+    // a loop, what they wrap added once, and the tags put back — the switch's tagged case below,
+    // without this function's checks at every level.
+    if (ka == kb && (ka == Kind::Reverse || ka == Kind::Sensitivity || ka == Kind::Perturbation)) {
+      constexpr int kMax = 16;
+      Kind tags[kMax];
+      int d = 0;
+      do {
+        tags[d++] = ka;
+        a = tagged_value(a);
+        b = tagged_value(b);
+      } while (d < kMax && a.is_obj() && b.is_obj() && (ka = kind_of(a)) == kind_of(b) &&
+               (ka == Kind::Reverse || ka == Kind::Sensitivity || ka == Kind::Perturbation));
+      Value r = plus(a, b);
+      while (d > 0) r = make_tagged(tags[--d], r);
+      return r;
+    }
   }
-  // two reverse reals (the sensitivities of first-level reverse values under a further reverse
-  // transform): the case below, at once
-  double x, y;
-  if (plain_reverse(a, x) && plain_reverse(b, y)) return make_tagged(Kind::Reverse, Value::real(x + y));
   if (is_j_view(a) && is_j_view(b) && view_tag(a) == kViewJ && view_tag(b) == kViewJ) {
     Pair* p = static_cast<Pair*>(view_obj(a));
     Pair* q = static_cast<Pair*>(view_obj(b));
