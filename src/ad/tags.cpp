@@ -224,9 +224,19 @@ Value zero_shallow(Value v, int strip) {
       if (strip == 0) return cons(lazy_zero(car(v), 0), lazy_zero(cdr(v), 0));
       return cons(make_lazy_zero(car(v), strip), make_lazy_zero(cdr(v), strip));
     }
-    case Kind::Reverse:
+    case Kind::Reverse: {
+      // a real under d reverse tags (nested reverse mode's reals): the shared tower of d - strip
+      // tags, found in one walk down (the recursion below gives the same, a level a call)
+      int d = 0;
+      Value u = v;
+      do {
+        u = tagged_value(u);
+        d++;
+      } while (is(u, Kind::Reverse));
+      if (u.is_real() && d >= strip && d - strip <= kZeroTowers) return zero_towers()[d - strip];
       if (strip > 0) return zero_shallow(tagged_value(v), strip - 1);
       return reverse_of_zero(zero_shallow(tagged_value(v), 0));
+    }
     case Kind::Bundle: {
       if (strip > 0) ad_error("*j-inverse", "expected a reverse value", v);
       Bundle* b = static_cast<Bundle*>(v.as_obj());
