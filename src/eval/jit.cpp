@@ -321,13 +321,10 @@ struct Emitter {
   // backpropagator r2 at once (Exec::way_out_bp): the closure of ip->chain with r2 in its hole,
   // or, for a value that holds no real ((), #t, #f, a string), the zero backpropagator of the
   // running closure and its argument (rebuilt first when the body took it apart).
-  void emit_chain_way_out(const Instr* ip) {
-    Label inert = a.newLabel(), made = a.newLabel();
-    a.mov(xr::rax, xr::qword_ptr(kEx, exec_r1));
-    inert_to(inert);
-    emit_closure(ip->chain, ip->ncaps, ip->caps, ip->hole, [&] { a.mov(xr::rcx, xr::qword_ptr(kEx, exec_r2)); });
-    a.jmp(made);
-    a.bind(inert);
+  // rax = the zero backpropagator of the running closure and its argument (rebuilt first when the
+  // body took it apart), as Exec::zero_backpropagator makes it: for a way out whose value holds no
+  // real. Clobbers rcx, rdx.
+  void emit_zero_backpropagator() {
     if (rebuild_arg) emit_rebuild_arg();
     emit_alloc(sizeof(Closure) + sizeof(Value));
     write_header(Kind::Closure, 2);
@@ -337,6 +334,16 @@ struct Emitter {
     a.mov(xr::qword_ptr(xr::rax, closure_env), xr::rcx);
     load(xr::rcx, 0);
     a.mov(xr::qword_ptr(xr::rax, closure_env + 8), xr::rcx);
+  }
+
+  void emit_chain_way_out(const Instr* ip) {
+    Label inert = a.newLabel(), made = a.newLabel();
+    a.mov(xr::rax, xr::qword_ptr(kEx, exec_r1));
+    inert_to(inert);
+    emit_closure(ip->chain, ip->ncaps, ip->caps, ip->hole, [&] { a.mov(xr::rcx, xr::qword_ptr(kEx, exec_r2)); });
+    a.jmp(made);
+    a.bind(inert);
+    emit_zero_backpropagator();
     a.bind(made);
     a.mov(xr::qword_ptr(kEx, exec_r2), xr::rax);
   }
@@ -1672,15 +1679,7 @@ struct Emitter {
     cold([&] {
       if (ip->inert_guard) {  // (Exec::op_lambda's zero_backpropagator)
         a.bind(inert);
-        if (rebuild_arg) emit_rebuild_arg();
-        emit_alloc(sizeof(Closure) + sizeof(Value));
-        write_header(Kind::Closure, 2);
-        a.mov(xr::rcx, (uint64_t)zero_backpropagator_lambda());
-        a.mov(xr::qword_ptr(xr::rax, closure_lambda), xr::rcx);
-        a.mov(xr::rcx, xr::qword_ptr(kEx, offsetof(Exec, self)));
-        a.mov(xr::qword_ptr(xr::rax, closure_env), xr::rcx);
-        load(xr::rcx, 0);
-        a.mov(xr::qword_ptr(xr::rax, closure_env + 8), xr::rcx);
+        emit_zero_backpropagator();
         store(ip->x, xr::rax);
         a.jmp(done);
       }
