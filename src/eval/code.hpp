@@ -123,6 +123,11 @@ struct Code {
   // (the Exec and nslots slots, 16-byte aligned).
   int (*native)(Exec*, int start, WorkCounters* w, uint64_t* meter) = nullptr;
   int64_t frame_bytes = 0;
+  // Values the native code compares with by address (a transformed global's cached closure,
+  // known when compiling): held here, in memory the collector scans, since the machine code's
+  // copies of them are not seen by it.
+  Value* pins = nullptr;
+  int npins = 0;
 };
 
 }  // namespace vlad

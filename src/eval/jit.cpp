@@ -14,6 +14,7 @@
 //
 // Counts are the interpreter's: steps are added per block as it is entered, applications and
 // the primitive meter as the interpreter's paths add them.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -266,6 +267,9 @@ struct Emitter {
   const Code* top;
   std::vector<Label> top_labels;            // a label per instruction of the lambda's body
   uint64_t instructions = 0;
+  // Values whose addresses the code compares with (Code::pins): gathered here while compiling,
+  // when the binding caching each still holds it.
+  std::vector<Value> pins;
 
   explicit Emitter(xr::Assembler& as) : a(as) {}
 
@@ -570,6 +574,10 @@ struct Emitter {
     } else if (w->op == Op::Global && *w->src->xf && w->src->cache_in == w->src->cell->value) {
       v = w->src->cache_out;
       *expect = v;
+      // The guard compares with this closure's address: kept alive with the code (Code::pins),
+      // or, once the global's cache moved on (the global redefined) and it was collected, a
+      // closure made at the same address would pass the guard and enter its lambda's code.
+      if (std::find(pins.begin(), pins.end(), v) == pins.end()) pins.push_back(v);
     } else {
       return nullptr;
     }
@@ -4075,6 +4083,12 @@ void jit_compile(Code* c) {
   if (!all_jumps_bound(code) || runtime()->add(&fn, &code) != kErrorOk) {
     c->jit_failed = true;  // (interpreted from now on)
     return;
+  }
+  if (!em.pins.empty()) {  // (before the code can run)
+    Value* pins = static_cast<Value*>(gc_alloc(sizeof(Value) * em.pins.size()));
+    std::copy(em.pins.begin(), em.pins.end(), pins);
+    c->pins = pins;
+    c->npins = (int)em.pins.size();
   }
   c->native = reinterpret_cast<int (*)(Exec*, int, WorkCounters*, uint64_t*)>(fn);
   if (getenv("VLAD_PERF_MAP")) perf_map(fn, code.codeSize(), c->lam);

@@ -6,6 +6,8 @@
 
 #include "ad/ad.hpp"
 #include "ad/flat_map.hpp"
+#include "eval/code.hpp"
+#include "eval/exec.hpp"
 #include "eval/runner.hpp"
 
 using namespace vlad;
@@ -338,4 +340,57 @@ TEST_CASE("FlatMap and FlatSet agree with std::unordered_map under random use") 
     REQUIRE(m.find(&objects[0]) == m.end());
     for (auto& [k, v] : ref) REQUIRE(moved.at(k) == v);
   }
+}
+
+namespace {
+// The transformed global `name`'s binding in code c (its branches searched too), or null.
+Binding* global_binding_in(const Code* c, const char* name) {
+  for (int i = 0; i < c->n; i++) {
+    const Instr& in = c->ins[i];
+    if (in.op == Op::Global && *in.src->xf && in.src->cell->name == name) return in.src;
+    if (in.op == Op::If) {
+      if (Binding* b = global_binding_in(in.then_, name)) return b;
+      if (Binding* b = global_binding_in(in.else_, name)) return b;
+    }
+  }
+  return nullptr;
+}
+
+// A weak link (one the collector clears when the object is collected) to the closure that the
+// reverse transform of g-t's body caches for the global f-t, in memory the collector does not
+// scan. (Its own function, so that no copy of the pointer stays in a live frame.)
+__attribute__((noinline)) void** weak_link_to_cached_f() {
+  Value g = interp().cell(intern("g-t"), false)->value;
+  REQUIRE(is(g, Kind::Closure));
+  Lambda* rev = static_cast<Closure*>(g.as_obj())->lambda->rev;
+  REQUIRE(rev != nullptr);
+  REQUIRE(rev->code != nullptr);
+  REQUIRE(bool(rev->code->native));  // compiled, with f-t's cached closure known then
+  Binding* b = global_binding_in(rev->code, intern("f-t"));
+  REQUIRE(b != nullptr);
+  Value old = b->cache_out;
+  REQUIRE(is(old, Kind::Closure));
+  void** link = static_cast<void**>(GC_MALLOC_ATOMIC(sizeof(void*)));
+  *link = old.as_obj();
+  REQUIRE(GC_general_register_disappearing_link(link, old.as_obj()) == GC_SUCCESS);
+  return link;
+}
+}  // namespace
+
+TEST_CASE("native code keeps alive a closure it compares with by address (a transformed global's cached value)") {
+  // g-t's reverse transform calls f-t's, and its native code, compiled once the cache held it,
+  // guards the call with that closure's address. When f-t is redefined, the cache moves on:
+  // were that closure then collected, another made at its address would pass the guard.
+  if (!jit_supported()) return;
+  run("(define (grad-t h) (lambda (x) (cdr (unsensitize ((cdr ((*j h) (*j x))) (sensitize 1))))))"
+      "(define (mk-t k) (lambda (x) (* k x)))"
+      "(define f-t (mk-t 2))"
+      "(define (g-t x) (+ x (f-t x)))"
+      "(define (rep-t n) (if (= n 0) ((grad-t g-t) 3) (begin ((grad-t g-t) 3) (rep-t (- n 1)))))");
+  CHECK(run("(rep-t 40)").as_real() == 3);
+  void** link = weak_link_to_cached_f();
+  run("(define f-t (mk-t 3))");
+  CHECK(run("(rep-t 1)").as_real() == 4);  // (the cache now holds f-t's new transform)
+  GC_gcollect();
+  CHECK(*link != nullptr);
 }
