@@ -235,6 +235,13 @@ struct Compiler {
     release_dead(b->result);
   }
 
+  // Whether binding bd has no effect but its value (it cannot fail, and makes only a new
+  // object): unread, it is not run at all. (The transforms leave such bindings behind: the
+  // transformed operator of a call that a rule then makes another way, say.)
+  static bool pure(const Binding& bd) {
+    return bd.op == Op::Const || bd.op == Op::Cons || bd.op == Op::Lambda;
+  }
+
   // Binding i and the next two are (p = e), (car p), (cdr p) with p used by those two only.
   bool split_at(Body* b, size_t i) {
     size_t n = b->binds.size();
@@ -298,6 +305,7 @@ struct Compiler {
     }
     for (size_t i = 0; i < end; i++) {
       Binding& bd = b->binds[i];
+      if (uses(bd.x) == 0 && pure(bd)) continue;
       // (cons value backpropagator) = (f a), taken apart at once: one instruction, and natively
       // implemented callees never build the pair.
       bool split = (bd.op == Op::App || bd.op == Op::BackCall || bd.op == Op::If) && split_at(b, i);
