@@ -382,6 +382,12 @@ TEST_CASE("native code keeps alive a closure it compares with by address (a tran
   // guards the call with that closure's address. When f-t is redefined, the cache moves on:
   // were that closure then collected, another made at its address would pass the guard.
   if (!jit_supported()) return;
+  // (the tier on, a body compiled after it has run a while, whatever the suite's setting)
+  Interp& in = interp();
+  bool jit = in.jit;
+  uint32_t threshold = in.jit_threshold;
+  in.jit = true;
+  in.jit_threshold = 30;
   run("(define (grad-t h) (lambda (x) (cdr (unsensitize ((cdr ((*j h) (*j x))) (sensitize 1))))))"
       "(define (mk-t k) (lambda (x) (* k x)))"
       "(define f-t (mk-t 2))"
@@ -393,4 +399,6 @@ TEST_CASE("native code keeps alive a closure it compares with by address (a tran
   CHECK(run("(rep-t 1)").as_real() == 4);  // (the cache now holds f-t's new transform)
   GC_gcollect();
   CHECK(*link != nullptr);
+  in.jit = jit;
+  in.jit_threshold = threshold;
 }
