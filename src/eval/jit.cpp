@@ -281,6 +281,17 @@ struct Emitter {
   Section* cold_section = nullptr;
   bool in_cold = false;
 
+  // A split backpropagator call whose sensitivity is a zero: every part the placeholder zero,
+  // as back_call gives it (the call counted), then on to `done`.
+  void zero_split_result(const Instr* ip, Label done) {
+    a.mov(xr::eax, (int32_t)Value::kZeroSens);
+    store(ip->x, xr::rax);
+    store(ip->x2, xr::rax);
+    if (ip->split3) store(ip->x3, xr::rax);
+    count(offsetof(WorkCounters, applications));
+    a.jmp(done);
+  }
+
   // Whether the interpreter met at ip a callee of one of `kinds` (Instr::seen), or has not run
   // it yet (then every way of calling is emitted).
   static bool met(const Instr* ip, uint8_t kinds) { return ip->seen == 0 || (ip->seen & kinds); }
@@ -387,12 +398,7 @@ struct Emitter {
         call(stub);  // (shared: r9 = 1 for a zero view)
         a.test(xr::r9, xr::r9);
         a.jz(call_it);
-        a.mov(xr::eax, (int32_t)Value::kZeroSens);
-        store(ip->x, xr::rax);
-        store(ip->x2, xr::rax);
-        if (ip->split3) store(ip->x3, xr::rax);
-        count(offsetof(WorkCounters, applications));
-        a.jmp(stepped);
+        zero_split_result(ip, stepped);
       }
       a.bind(call_it);
     }
@@ -3731,12 +3737,7 @@ struct Emitter {
           }
           a.jmp(nonzero);
           a.bind(zero);
-          a.mov(xr::eax, (int32_t)Value::kZeroSens);
-          store(ip->x, xr::rax);
-          store(ip->x2, xr::rax);
-          if (ip->split3) store(ip->x3, xr::rax);
-          count(offsetof(WorkCounters, applications));
-          a.jmp(end);
+          zero_split_result(ip, end);
           a.bind(nonzero);
         }
         if (ip->split && depth_offset_ok && met(ip, kSeenBackOther)) {
