@@ -128,6 +128,11 @@ struct Code {
   // copies of them are not seen by it.
   Value* pins = nullptr;
   int npins = 0;
+  // A pointer-free object of the collector's holding `native`'s address, referenced from here
+  // only: its finalizer queues the machine code for release when this Code dies (jit.cpp). (On a
+  // small object of its own, not on the Code: a finalizable object's whole graph is marked again
+  // when it dies.)
+  void* native_owner = nullptr;
 };
 
 }  // namespace vlad

@@ -76,6 +76,13 @@ constexpr int kThrown = 4;
 void jit_compile(Code* c);
 // Whether the tier is available on this machine (x86-64 with asmjit).
 bool jit_supported();
+// Every evaluation runs between these two (run_on_big_stack): the machine code of bodies the
+// collector found dead is released when the last running evaluation ends (jit.cpp).
+void jit_evaluation_begins();
+void jit_evaluation_ends();
+// The bytes of machine code held now, and how many bodies' code has been released.
+size_t jit_code_bytes();
+uint64_t jit_released_bodies();
 // The stub through which C++ runs a body's native code (Exec::run_native): it keeps the C++
 // caller's registers that native bodies share without saving them (the WorkCounters and meter),
 // sets them and calls the body. Made (jit.cpp) before any body is compiled.

@@ -42,6 +42,10 @@ namespace vlad {
 bool jit_supported() { return false; }
 void jit_compile(Code* c) { c->jit_failed = true; }
 JitEntry jit_entry = nullptr;  // (no code is native)
+void jit_evaluation_begins() {}
+void jit_evaluation_ends() {}
+size_t jit_code_bytes() { return 0; }
+uint64_t jit_released_bodies() { return 0; }
 
 #else
 
@@ -3859,11 +3863,40 @@ struct Emitter {
 };
 
 JitRuntime* runtime() {
-  static JitRuntime* rt = new JitRuntime();
+  // Released code is overwritten (int3 on x86): a call into a released body stops at once
+  // instead of running whatever was compiled there next.
+  static JitRuntime* rt = [] {
+    JitAllocator::CreateParams params{};
+    params.options = JitAllocatorOptions::kFillUnusedMemory;
+    return new JitRuntime(&params);
+  }();
   return rt;
 }
 
 std::mutex jit_mutex;
+
+// ---- releasing the machine code of dead bodies ----
+// A compiled Code's native_owner has a finalizer. When the collector finds the Code unreachable,
+// no value, Lambda or other body's code can lead to it any more: callers enter a body through
+// its Code (Lambda::direct, raw_direct, raw_chain: fields of live lambdas), and a caller that
+// knows its callee in advance holds that callee's closure among its own pins (Code::pins), hence
+// its lambda and Code. But the body may still be running at that moment (a frame of native code
+// needs no reference to its Code once entered), so its machine code is only queued, and released
+// when no evaluation is running at all: every evaluation runs through run_on_big_stack, which
+// brackets it with jit_evaluation_begins / _ends, and an evaluation that was running when the
+// collector found the Code dead has then ended. A queued body's finalizer ran after that
+// collection, so the queue is taken under the same lock as the count.
+std::mutex dead_mutex;  // (never held while allocating from the collector: a finalizer takes it)
+int evaluations = 0;
+std::vector<void*>* dead_code = nullptr;
+uint64_t released_bodies = 0;
+
+void on_dead_code(void* obj, void*) {  // (obj: the Code's native_owner)
+  void* fn = *static_cast<void**>(obj);
+  std::lock_guard<std::mutex> lock(dead_mutex);
+  if (!dead_code) dead_code = new std::vector<void*>;
+  dead_code->push_back(fn);
+}
 
 // Assembles a stub shared by every body: `body(em, fail)` emits code that returns (`ret`) with
 // its result, or jumps to `fail`, where `on_fail` makes the "no" answer before returning. Null
@@ -4059,6 +4092,39 @@ bool all_jumps_bound(const CodeHolder& code) {
 
 JitEntry jit_entry = nullptr;
 
+void jit_evaluation_begins() {
+  std::lock_guard<std::mutex> lock(dead_mutex);
+  evaluations++;
+}
+
+void jit_evaluation_ends() {
+  // (finalizers due from a collection in this evaluation, run here rather than in a later one)
+  if (GC_should_invoke_finalizers()) GC_invoke_finalizers();
+  std::vector<void*>* dead = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(dead_mutex);
+    if (--evaluations > 0 || !dead_code || dead_code->empty()) return;
+    dead = dead_code;
+    dead_code = nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> lock(jit_mutex);
+    for (void* fn : *dead) runtime()->release(fn);
+    released_bodies += dead->size();
+  }
+  delete dead;
+}
+
+size_t jit_code_bytes() {
+  std::lock_guard<std::mutex> lock(jit_mutex);
+  return runtime()->allocator()->statistics().usedSize();
+}
+
+uint64_t jit_released_bodies() {
+  std::lock_guard<std::mutex> lock(jit_mutex);
+  return released_bodies;
+}
+
 void jit_compile(Code* c) {
   std::lock_guard<std::mutex> lock(jit_mutex);
   if (c->native || c->jit_failed) return;
@@ -4092,6 +4158,10 @@ void jit_compile(Code* c) {
     c->npins = (int)em.pins.size();
   }
   c->native = reinterpret_cast<int (*)(Exec*, int, WorkCounters*, uint64_t*)>(fn);
+  void** owner = static_cast<void**>(gc_alloc_atomic(sizeof(void*)));
+  *owner = fn;
+  c->native_owner = owner;
+  GC_register_finalizer_no_order(owner, on_dead_code, nullptr, nullptr, nullptr);  // (above)
   if (getenv("VLAD_PERF_MAP")) perf_map(fn, code.codeSize(), c->lam);
   if (em.arg_car) {
     c->arg_x = em.arg_car->x;

@@ -1,6 +1,8 @@
 // runner.cpp — evaluation threads with large stacks, the `--check` driver and the meter report.
 #include "runner.hpp"
 
+#include "exec.hpp"
+
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/mman.h>
@@ -217,6 +219,11 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
   // The collector is set up (all-interior-pointers off) before its first use, which creating a
   // thread through it would be: changed after, its size tables no longer fit.
   gc_init();
+  // (while any evaluation runs, no dead body's machine code is released: jit.cpp)
+  struct Evaluation {
+    Evaluation() { jit_evaluation_begins(); }
+    ~Evaluation() { jit_evaluation_ends(); }
+  } evaluation;
   ThreadJob job{in, &fn, nullptr};
   Worker* w = idle_worker.exchange(nullptr);
   if (!w) w = start_worker();

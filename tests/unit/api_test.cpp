@@ -461,6 +461,36 @@ TEST_CASE("api: the native tier can be set; answers and counts do not depend on 
   if (vlad::Interpreter::jit_supported()) CHECK(on.native_bodies > 0);
 }
 
+TEST_CASE("api: a function redefined and collected while its native code runs finishes as it began") {
+  // The host function, called from the middle of hot's body, redefines hot (every fifth call,
+  // so that each version's body is compiled first) and collects: the running body's lambda may
+  // be garbage now, but its machine code is released only when no evaluation runs (the outer
+  // one still does), and the calls made after use the new hot.
+  vlad::Interpreter vm;
+  vm.set_jit(true);
+  vm.set_jit_threshold(2);
+  int calls = 0, version = 0;
+  vm.define_primitive("redefine", 1, vlad::HostFunction([&](Args a) {
+    if (++calls % 5 == 0) {
+      version++;
+      vm.eval_string("(define (hot x) (let ((y (* x 2))) (+ (redefine y) (* y " + std::to_string(version + 3) + "))))");
+      GC_gcollect();
+      vm.eval_string("((lambda (z) (* z z)) 3)");  // (an evaluation that ends while the outer one runs)
+    }
+    return a[0];
+  }));
+  vm.eval_string("(define (hot x) (let ((y (* x 2))) (+ (redefine y) (* y 3))))");
+  vm.eval_string("(define (loop n acc) (if (= n 0) acc (loop (- n 1) (+ acc (hot 1)))))");
+  vm.meter_reset();
+  // call k (from 0) runs version k / 5: y = 2, and 2 + 2 (version + 3)
+  double want = 0;
+  for (int k = 0; k < 200; k++) want += 2 + 2 * (k / 5 + 3);
+  CHECK(vlad::to_real(vm.eval_string("(loop 200 0)")) == want);
+  CHECK(version == 40);
+  if (vlad::Interpreter::jit_supported()) CHECK(vm.meter().native_bodies >= 40);  // (each version's)
+  CHECK(vlad::to_real(vm.eval_string("(hot 1)")) == 2 + 2 * (40 + 3));
+}
+
 TEST_CASE("api: the heap limit can be read and set") {
   std::size_t was = vlad::Interpreter::heap_limit();
   CHECK(was > 0);

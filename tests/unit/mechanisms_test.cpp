@@ -402,3 +402,40 @@ TEST_CASE("native code keeps alive a closure it compares with by address (a tran
   in.jit = jit;
   in.jit_threshold = threshold;
 }
+
+TEST_CASE("the machine code of a body that has died is released once no evaluation runs") {
+  // A REPL session (or a host) that redefines a hot function many times: each definition's body
+  // is compiled, and the earlier ones become garbage with their lambdas. Their machine code is
+  // not the collector's memory: it is released by the Code's finalizer, when the last running
+  // evaluation ends (jit.cpp).
+  if (!jit_supported()) return;
+  Interp& in = interp();
+  bool jit = in.jit;
+  uint32_t threshold = in.jit_threshold;
+  in.jit = true;
+  in.jit_threshold = 30;
+  run("(define (rep-m f n acc) (if (= n 0) acc (rep-m f (- n 1) (f acc))))");
+  uint64_t released = jit_released_bodies();
+  size_t bytes_after_first = 0;
+  const int kDefinitions = 60;
+  for (int k = 0; k < kDefinitions; k++) {
+    std::string body = "(define (hot-m x) (+ (* 0.5 x) " + std::to_string(k) + "))";
+    run(body);
+    CHECK(run("(rep-m hot-m 100 0)").as_real() == doctest::Approx(2.0 * k));
+    if (k == 0) {
+      GC_gcollect();
+      run("0");
+      bytes_after_first = jit_code_bytes();
+    }
+  }
+  GC_gcollect();
+  run("0");  // (an evaluation ended: what the collection found dead is released)
+  uint64_t freed = jit_released_bodies() - released;
+  CHECK(freed >= kDefinitions / 2);  // (a few may be held a while by a stale word on a stack)
+  // and the body still defined runs as before (its code, and the caller's, kept)
+  CHECK(run("(rep-m hot-m 100 0)").as_real() == doctest::Approx(2.0 * (kDefinitions - 1)));
+  // the code held now is about that of the first, not of sixty bodies
+  CHECK(jit_code_bytes() < bytes_after_first + 16 * 1024);
+  in.jit = jit;
+  in.jit_threshold = threshold;
+}
