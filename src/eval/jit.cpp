@@ -4098,8 +4098,9 @@ void jit_evaluation_begins() {
 }
 
 void jit_evaluation_ends() {
-  // (finalizers due from a collection in this evaluation, run here rather than in a later one)
-  if (GC_should_invoke_finalizers()) GC_invoke_finalizers();
+  // (finalizers due from a collection in this evaluation, run here rather than in a later one;
+  // not when a host runs them itself: docs/embedding.md)
+  if (!GC_get_finalize_on_demand() && GC_should_invoke_finalizers()) GC_invoke_finalizers();
   std::vector<void*>* dead = nullptr;
   {
     std::lock_guard<std::mutex> lock(dead_mutex);
