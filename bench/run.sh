@@ -286,5 +286,19 @@ for n in ff fr rf rr; do
   grep "^(define $n " scheme-examples/particle.vlad >>"$TMP/particle-$n.vlad"
   tier_row "particle.vlad $(echo $n | tr a-z A-Z)" "$TMP/particle-$n.vlad" ""
 done
+# A REPL session that redefines a hot function: the machine code of the dead definitions is released.
+{
+  echo "(define (rep f n acc) (if (= n 0) acc (rep f (- n 1) (+ acc (f 0.5)))))"
+  for k in $(seq 1000); do
+    echo "(define (f x) (let loop ((i 0) (a x)) (if (= i 5) a (loop (+ i 1) (+ (* a (sin a)) $k.0)))))"
+    echo "(rep (gradient f) 100 0)"
+  done
+  echo ",meter 0"
+} >"$TMP/redefine.in"
+t1=$(date +%s%N)
+"$V" <"$TMP/redefine.in" >"$TMP/redefine.out" 2>&1
+t2=$(date +%s%N)
+held=$(sed -n 's/.*machine code held \([0-9]*\) KiB, \([0-9]*\) dead.*/\1 KiB held, \2 bodies released/p' "$TMP/redefine.out")
+printf '  %-44s %10.3f s  %s\n' "REPL: 1,000 redefinitions, 100 gradients each" "$(calc "($t2 - $t1) / 1e9")" "${held:-?}"
 echo
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg); total bench time $(( $(date +%s) - BENCH_START )) s"

@@ -405,7 +405,11 @@ std::string meter_report(const Interp& in) {
          std::to_string(w.transformed_bindings) + " transformed bindings\n";
   out += std::string("# native tier: ") + (in.jit ? "on" : "off") + ", " + std::to_string(w.native_bodies) +
          " bodies compiled (" + std::to_string(w.native_instructions) + " instructions, " +
-         std::to_string(w.native_ns / 1000) + " us)\n";
+         std::to_string(w.native_ns / 1000) + " us)" +
+         (jit_supported() ? "; machine code held " + std::to_string((jit_code_bytes() + 1023) >> 10) + " KiB, " +
+                                std::to_string(jit_released_bodies()) + " dead bodies' code released"
+                          : std::string()) +
+         "\n";
   if (in.meter_retained)
     out += "# backpropagator bytes retained (peak): " + std::to_string(w.retained_peak) + "\n";
   struct rusage ru;
