@@ -76,10 +76,12 @@ constexpr int kThrown = 4;
 void jit_compile(Code* c);
 // Whether the tier is available on this machine (x86-64 with asmjit).
 bool jit_supported();
-// Every evaluation runs between these two (run_on_big_stack): the machine code of bodies the
-// collector found dead is released when the last running evaluation ends (jit.cpp).
+// Every evaluation runs between these two, on the thread that runs it (run_on_big_stack): the
+// machine code of bodies the collector found dead is released when the last running evaluation
+// ends, or between two top-level forms of the only one running (jit.cpp).
 void jit_evaluation_begins();
 void jit_evaluation_ends();
+void jit_between_forms();  // (run_text: at the top level of an evaluation)
 // The bytes of machine code held now, and how many bodies' code has been released.
 size_t jit_code_bytes();
 uint64_t jit_released_bodies();

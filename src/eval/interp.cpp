@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 
 #include "../ad/ad.hpp"
-#include "interp.hpp"
 #include "exec.hpp"
+#include "interp.hpp"
 
 namespace vlad {
 
@@ -256,7 +256,10 @@ void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<v
 void run_text(Interp& in, const std::string& text, const char* file, const RunOptions& opt,
               const std::function<void(Value, Pos)>& on_value) {
   gc_vector<TopForm> forms = read_program(text, file);
-  for (const TopForm& f : forms) run_form(in, f.form, opt, on_value);
+  for (const TopForm& f : forms) {
+    run_form(in, f.form, opt, on_value);
+    jit_between_forms();  // (dead bodies' machine code released: jit.cpp)
+  }
 }
 
 // ---- primitives' forward and reverse versions, from their rules ----

@@ -44,6 +44,7 @@ void jit_compile(Code* c) { c->jit_failed = true; }
 JitEntry jit_entry = nullptr;  // (no code is native)
 void jit_evaluation_begins() {}
 void jit_evaluation_ends() {}
+void jit_between_forms() {}
 size_t jit_code_bytes() { return 0; }
 uint64_t jit_released_bodies() { return 0; }
 
@@ -4092,19 +4093,18 @@ bool all_jumps_bound(const CodeHolder& code) {
 
 JitEntry jit_entry = nullptr;
 
-void jit_evaluation_begins() {
-  std::lock_guard<std::mutex> lock(dead_mutex);
-  evaluations++;
-}
+namespace {
+thread_local int evaluations_here = 0;  // evaluations running on this thread (nested: a fallback)
 
-void jit_evaluation_ends() {
+// Releases the queued code if at most `running` evaluations run.
+void release_dead_code(int running) {
   // (finalizers due from a collection in this evaluation, run here rather than in a later one;
   // not when a host runs them itself: docs/embedding.md)
   if (!GC_get_finalize_on_demand() && GC_should_invoke_finalizers()) GC_invoke_finalizers();
   std::vector<void*>* dead = nullptr;
   {
     std::lock_guard<std::mutex> lock(dead_mutex);
-    if (--evaluations > 0 || !dead_code || dead_code->empty()) return;
+    if (evaluations > running || !dead_code || dead_code->empty()) return;
     dead = dead_code;
     dead_code = nullptr;
   }
@@ -4114,6 +4114,28 @@ void jit_evaluation_ends() {
     released_bodies += dead->size();
   }
   delete dead;
+}
+}  // namespace
+
+void jit_evaluation_begins() {
+  std::lock_guard<std::mutex> lock(dead_mutex);
+  evaluations++;
+  evaluations_here++;
+}
+
+void jit_evaluation_ends() {
+  {
+    std::lock_guard<std::mutex> lock(dead_mutex);
+    evaluations--;
+    evaluations_here--;
+  }
+  release_dead_code(0);
+}
+
+void jit_between_forms() {
+  // (this thread's one evaluation, at its top level, is the only one running: no frame of
+  // native code is on any stack)
+  if (evaluations_here == 1) release_dead_code(1);
 }
 
 size_t jit_code_bytes() {

@@ -38,6 +38,7 @@ void run_job(ThreadJob* job) {
   work = WorkCounters();
   eval_depth = 0;
   forget_retained_note();
+  jit_evaluation_begins();  // (while any evaluation runs, no dead body's code is released: jit.cpp)
   try {
     (*job->fn)();
   } catch (Error& e) {
@@ -54,6 +55,7 @@ void run_job(ThreadJob* job) {
   release_free_lists();
   if (job->in) job->in->work_total.add(work);
   current = nullptr;
+  jit_evaluation_ends();
 }
 
 // The depth limit's guard: 4 MiB above the end of this thread's stack (a quarter of a small one).
@@ -219,11 +221,6 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
   // The collector is set up (all-interior-pointers off) before its first use, which creating a
   // thread through it would be: changed after, its size tables no longer fit.
   gc_init();
-  // (while any evaluation runs, no dead body's machine code is released: jit.cpp)
-  struct Evaluation {
-    Evaluation() { jit_evaluation_begins(); }
-    ~Evaluation() { jit_evaluation_ends(); }
-  } evaluation;
   ThreadJob job{in, &fn, nullptr};
   Worker* w = idle_worker.exchange(nullptr);
   if (!w) w = start_worker();
@@ -239,10 +236,12 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
   WorkCounters saved_work = work;
   current = in;
   work = WorkCounters();
+  jit_evaluation_begins();
   auto finish = [&] {
     if (in) in->work_total.add(work);
     work = saved_work;
     current = saved;
+    jit_evaluation_ends();
   };
   try {
     fn();

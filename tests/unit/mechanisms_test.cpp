@@ -439,3 +439,48 @@ TEST_CASE("the machine code of a body that has died is released once no evaluati
   in.jit = jit;
   in.jit_threshold = threshold;
 }
+
+namespace {
+// (%collect-released x): collects, and gives how many dead bodies' code has been released.
+Value p_collect_released(Prim*, Value) {
+  GC_gcollect();
+  return Value::real((double)jit_released_bodies());
+}
+}  // namespace
+
+TEST_CASE("dead bodies' machine code is released between the top-level forms of one evaluation (a file)") {
+  // A whole file is one evaluation; between two of its top-level forms, when it is the only one
+  // running, no frame of native code is on a stack, so what died is released there too.
+  if (!jit_supported()) return;
+  Interp& in = interp();
+  bool jit = in.jit;
+  uint32_t threshold = in.jit_threshold;
+  in.jit = true;
+  in.jit_threshold = 30;
+  if (!in.prim_by_name.count(intern("%collect-released"))) {
+    Prim* p = static_cast<Prim*>(gc_alloc_uncollectable(sizeof(Prim)));
+    new (p) Prim();
+    p->kind = Kind::Prim;
+    p->name = intern("%collect-released");
+    p->arity = 1;
+    p->cls = PrimClass::Structural;
+    p->fn1 = p_collect_released;
+    p->fwd = Value::unbound();
+    p->rev = Value::unbound();
+    in.add_prim(p);
+  }
+  std::string program = "(define (rep-f f n acc) (if (= n 0) acc (rep-f f (- n 1) (f acc))))"
+                        "(define before (%collect-released 0))";
+  const int kDefinitions = 40;
+  for (int k = 0; k < kDefinitions; k++)
+    program += "(define (hot-f x) (+ (* 0.5 x) " + std::to_string(k) + "))(define last (rep-f hot-f 100 0))";
+  // (the collection in the first finds the earlier definitions dead; their code is released
+  // after that form, before the second reads the count)
+  program += "(define after (%collect-released 0))(define after2 (%collect-released 0))";
+  run(program);
+  double before = run("before").as_real(), after2 = run("after2").as_real();
+  CHECK(after2 - before >= kDefinitions / 2);
+  CHECK(run("last").as_real() == doctest::Approx(2.0 * (kDefinitions - 1)));
+  in.jit = jit;
+  in.jit_threshold = threshold;
+}
