@@ -343,6 +343,22 @@ TEST_CASE("FlatMap and FlatSet agree with std::unordered_map under random use") 
 }
 
 namespace {
+// The tier on, a body compiled after it has run a while, whatever the suite's setting (the suite
+// runs the unit tests with the tier off and with threshold 1); restored when the test ends.
+struct TierOn {
+  Interp& in = interp();
+  bool jit = in.jit;
+  uint32_t threshold = in.jit_threshold;
+  TierOn() {
+    in.jit = true;
+    in.jit_threshold = 30;
+  }
+  ~TierOn() {
+    in.jit = jit;
+    in.jit_threshold = threshold;
+  }
+};
+
 // The transformed global `name`'s binding in code c (its branches searched too), or null.
 Binding* global_binding_in(const Code* c, const char* name) {
   for (int i = 0; i < c->n; i++) {
@@ -382,12 +398,7 @@ TEST_CASE("native code keeps alive a closure it compares with by address (a tran
   // guards the call with that closure's address. When f-t is redefined, the cache moves on:
   // were that closure then collected, another made at its address would pass the guard.
   if (!jit_supported()) return;
-  // (the tier on, a body compiled after it has run a while, whatever the suite's setting)
-  Interp& in = interp();
-  bool jit = in.jit;
-  uint32_t threshold = in.jit_threshold;
-  in.jit = true;
-  in.jit_threshold = 30;
+  TierOn tier;
   run("(define (grad-t h) (lambda (x) (cdr (unsensitize ((cdr ((*j h) (*j x))) (sensitize 1))))))"
       "(define (mk-t k) (lambda (x) (* k x)))"
       "(define f-t (mk-t 2))"
@@ -399,8 +410,6 @@ TEST_CASE("native code keeps alive a closure it compares with by address (a tran
   CHECK(run("(rep-t 1)").as_real() == 4);  // (the cache now holds f-t's new transform)
   GC_gcollect();
   CHECK(*link != nullptr);
-  in.jit = jit;
-  in.jit_threshold = threshold;
 }
 
 TEST_CASE("the machine code of a body that has died is released once no evaluation runs") {
@@ -409,11 +418,7 @@ TEST_CASE("the machine code of a body that has died is released once no evaluati
   // not the collector's memory: it is released by the Code's finalizer, when the last running
   // evaluation ends (jit.cpp).
   if (!jit_supported()) return;
-  Interp& in = interp();
-  bool jit = in.jit;
-  uint32_t threshold = in.jit_threshold;
-  in.jit = true;
-  in.jit_threshold = 30;
+  TierOn tier;
   run("(define (rep-m f n acc) (if (= n 0) acc (rep-m f (- n 1) (f acc))))");
   uint64_t released = jit_released_bodies();
   size_t bytes_after_first = 0;
@@ -436,8 +441,6 @@ TEST_CASE("the machine code of a body that has died is released once no evaluati
   CHECK(run("(rep-m hot-m 100 0)").as_real() == doctest::Approx(2.0 * (kDefinitions - 1)));
   // the code held now is about that of the first, not of sixty bodies
   CHECK(jit_code_bytes() < bytes_after_first + 16 * 1024);
-  in.jit = jit;
-  in.jit_threshold = threshold;
 }
 
 namespace {
@@ -452,11 +455,8 @@ TEST_CASE("dead bodies' machine code is released between the top-level forms of 
   // A whole file is one evaluation; between two of its top-level forms, when it is the only one
   // running, no frame of native code is on a stack, so what died is released there too.
   if (!jit_supported()) return;
-  Interp& in = interp();
-  bool jit = in.jit;
-  uint32_t threshold = in.jit_threshold;
-  in.jit = true;
-  in.jit_threshold = 30;
+  TierOn tier;
+  Interp& in = tier.in;
   if (!in.prim_by_name.count(intern("%collect-released"))) {
     Prim* p = static_cast<Prim*>(gc_alloc_uncollectable(sizeof(Prim)));
     new (p) Prim();
@@ -481,6 +481,4 @@ TEST_CASE("dead bodies' machine code is released between the top-level forms of 
   double before = run("before").as_real(), after2 = run("after2").as_real();
   CHECK(after2 - before >= kDefinitions / 2);
   CHECK(run("last").as_real() == doctest::Approx(2.0 * (kDefinitions - 1)));
-  in.jit = jit;
-  in.jit_threshold = threshold;
 }
