@@ -3883,10 +3883,12 @@ std::mutex jit_mutex;
 // knows its callee in advance holds that callee's closure among its own pins (Code::pins), hence
 // its lambda and Code. But the body may still be running at that moment (a frame of native code
 // needs no reference to its Code once entered), so its machine code is only queued, and released
-// when no evaluation is running at all: every evaluation runs through run_on_big_stack, which
-// brackets it with jit_evaluation_begins / _ends, and an evaluation that was running when the
-// collector found the Code dead has then ended. A queued body's finalizer ran after that
-// collection, so the queue is taken under the same lock as the count.
+// when no evaluation is running at all — every evaluation runs through run_on_big_stack, whose
+// job brackets it with jit_evaluation_begins / _ends on the thread that runs it, and an
+// evaluation that was running when the collector found the Code dead has then ended — or
+// between two top-level forms of the only evaluation running (jit_between_forms), where no frame
+// of native code is on any stack. A queued body's finalizer ran after that collection, so the
+// queue is taken under the same lock as the count.
 std::mutex dead_mutex;  // (never held while allocating from the collector: a finalizer takes it)
 int evaluations = 0;
 std::vector<void*>* dead_code = nullptr;
