@@ -10,7 +10,7 @@ SRC = $(wildcard src/values/*.cpp src/eval/*.cpp src/ad/*.cpp src/prims/*.cpp sr
 OBJ = $(SRC:%.cpp=$(BUILD)/%.o) $(BUILD)/src/prims/prelude_gen.o
 HDR = $(wildcard src/*.hpp src/*/*.hpp)
 
-.PHONY: all deps test unit vlad-tests demo bench fuzz fuzz-diff install ubsan clean
+.PHONY: all deps test unit vlad-tests demo bench instructions fuzz fuzz-diff install ubsan clean
 
 all: $(BUILD)/vlad $(BUILD)/libvlad.a
 
@@ -52,6 +52,11 @@ demo: deps
 
 bench: all
 	@./bench/run.sh $(BUILD)
+
+# The instructions of each workload (callgrind: needs valgrind), e.g. against another build of the
+# same tree: make instructions BASE=/tmp/base-build
+instructions: all
+	@./bench/instructions.sh $(BUILD) $(BASE)
 
 fuzz: all $(BUILD)/fuzz
 	$(BUILD)/fuzz 10000 tests/vlad/*.vlad ../shared/conformance/*.vlad

@@ -25,6 +25,7 @@ trap 'rm -rf "$TMP"' EXIT
 [ -x "$V" ] || { echo "bench: no $V (run make first)" >&2; exit 1; }
 
 calc() { awk "BEGIN { print ($*) }"; }
+. "$HERE/workloads.sh"
 
 # tbest K FILE INPUT: the best wall time (s) of K runs of `vlad FILE` with INPUT on stdin.
 # Sets T, VAL (stdout on one line), ST (ok | timeout | error), MSG (first line of stderr).
@@ -194,20 +195,6 @@ echo "    call (transforms, compilation and one run) and each later call, timed 
 echo "    the first call's form, then R later calls' after R more; best of 3 processes); growth = later-call time / that"
 echo "    of k-1.  peers (all six k, one mode): R6RS-AD/Chez 88 us (F), 215 us (R)"
 printf '  %-4s | %10s %10s %7s | %10s %10s %7s\n' k "F first ms" "F later ms" growth "R first ms" "R later ms" growth
-w4file() {  # MODE K CALLS
-  local d=dF; [ "$1" = R ] && d=dR
-  cat <<EOF
-(define (dF f) (lambda (x) (unperturb (tangent ((j* f) (bundle x (perturb 1)))))))
-(define (dR f) (lambda (x) (cdr (unsensitize ((cdr ((*j f) (*j x))) (sensitize 1))))))
-(define (g x) (exp (sin x)))
-(define (nest d k f) (if (= k 0) f (nest d (- k 1) (d f))))
-(define (repeat k thunk last) (if (= k 0) last (repeat (- k 1) thunk (thunk))))
-(define h (nest $d $2 g))
-(h 0.5)
-(repeat $3 (lambda () (h 0.5)) 0)
-(repeat $3 (lambda () (h 0.5)) 0)
-EOF
-}
 # formtimes FILE N: the best over N processes of the times VLAD_TIME_FORMS gives the file's last
 # three forms (the first call, R calls more that finish its compilation, then R later calls timed),
 # in ms: sets FIRST and LATER_ALL
@@ -281,9 +268,7 @@ tier_row "W3 gradient, n = 1e4, 20 reps" "$W3" "10000 2 20"
 tier_row "W5 saddle point, reverse over reverse" "$SHARED/w5_saddle.vlad" ""
 tier_row "W6 MLP on XOR" "$SHARED/w6_mlp.vlad" ""
 for n in ff fr rf rr; do
-  awk '/^\(define ff / { exit } /^;; dE\/dw at w = 0/ { skip = 1 } /^;; Minimise E/ { skip = 0 } !skip { print }' \
-    scheme-examples/particle.vlad >"$TMP/particle-$n.vlad"
-  grep "^(define $n " scheme-examples/particle.vlad >>"$TMP/particle-$n.vlad"
+  particle_file $n scheme-examples >"$TMP/particle-$n.vlad"
   tier_row "particle.vlad $(echo $n | tr a-z A-Z)" "$TMP/particle-$n.vlad" ""
 done
 # A REPL session that redefines a hot function: the machine code of the dead definitions is released.
