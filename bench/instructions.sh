@@ -55,7 +55,8 @@ if [ -z "$BASE" ]; then
 else
   printf '  %-44s %-27s %s\n' workload "  outside: base / this" "collector: base / this"
 fi
-for b in "$B" $BASE; do count "$b/vlad" "$TMP/empty.vlad" ""; eval "s0_${b//[^a-zA-Z0-9]/_}=\"$OUT $GC\""; done
+declare -A start_out start_gc  # each build's start-up, subtracted from every row
+for b in "$B" $BASE; do count "$b/vlad" "$TMP/empty.vlad" ""; start_out[$b]=$OUT; start_gc[$b]=$GC; done
 sub() { awk "BEGIN { printf \"%.1f\", $1 - $2 }"; }
 pct() { awk "BEGIN { d = $1; printf \"%+.1f%%\", (d > 0 ? 100 * ($2 - d) / d : 0) }"; }
 for row in "${rows[@]}"; do
@@ -64,8 +65,7 @@ for row in "${rows[@]}"; do
   declare -A o=() g=()
   for b in "$B" $BASE; do
     count "$b/vlad" "$file" "$input"
-    var="s0_${b//[^a-zA-Z0-9]/_}"; read -r so sg <<<"${!var}"
-    o[$b]=$(sub "$OUT" "$so"); g[$b]=$(sub "$GC" "$sg")
+    o[$b]=$(sub "$OUT" "${start_out[$b]}"); g[$b]=$(sub "$GC" "${start_gc[$b]}")
   done
   if [ -z "$BASE" ]; then
     printf '  %-44s %10s %10s\n' "$name" "${o[$B]}" "${g[$B]}"

@@ -273,8 +273,9 @@ struct Emitter {
   std::vector<Label> top_labels;            // a label per instruction of the lambda's body
   uint64_t instructions = 0;
   // Values whose addresses the code compares with (Code::pins): gathered here while compiling,
-  // when the binding caching each still holds it.
-  std::vector<Value> pins;
+  // when the binding caching each still holds it (in memory the collector scans, as every
+  // container of values).
+  gc_vector<Value> pins;
 
   explicit Emitter(xr::Assembler& as) : a(as) {}
 
