@@ -122,6 +122,10 @@ struct Code {
   // `native` directly, with its Exec and frame below its stack pointer, `frame_bytes` of them
   // (the Exec and nslots slots, 16-byte aligned).
   int (*native)(Exec*, int start, WorkCounters* w, uint64_t* meter) = nullptr;
+  // A native caller enters at entries[start / 2] (its start, 0, 2 or 4, in rsi as for `native`):
+  // `native` itself, or for start 2 and 4 (arg_x, arg_x3 below) an entry of their own that goes
+  // straight to that instruction, without `native`'s dispatch on the start out of line.
+  void* entries[3] = {};
   int64_t frame_bytes = 0;
   // Values the native code compares with by address (a transformed global's cached closure,
   // known when compiling): held here, in memory the collector scans, since the machine code's

@@ -87,6 +87,7 @@ const int32_t bundle_primal = (int32_t)offsetof(Bundle, primal), bundle_tangent 
 const int32_t prim_arity = (int32_t)offsetof(Prim, arity), prim_cls = (int32_t)offsetof(Prim, cls),
               prim_fn2 = (int32_t)offsetof(Prim, fn2);
 const int32_t exec_tail_pos = (int32_t)offsetof(Exec, tail_pos);
+const int32_t code_entry = (int32_t)offsetof(Code, entries);
 const int32_t code_native = (int32_t)offsetof(Code, native), code_frame_bytes = (int32_t)offsetof(Code, frame_bytes),
               code_arg_x = (int32_t)offsetof(Code, arg_x), code_arg_x2 = (int32_t)offsetof(Code, arg_x2),
               code_arg_x3 = (int32_t)offsetof(Code, arg_x3), code_arg_x4 = (int32_t)offsetof(Code, arg_x4);
@@ -2283,7 +2284,8 @@ struct Emitter {
   // kMeter, the same in every body of the thread, are passed as they are: body's prologue.)
   void call_callee_code() {
     a.mov(xr::rdi, xr::rsp);
-    a.call(xr::qword_ptr(xr::rdx, code_native));
+    // entries[start / 2]: start (esi, so rsi zero-extended) is 0, 2 or 4 here, 4 bytes a step
+    a.call(xr::qword_ptr(xr::rdx, xr::rsi, 2, code_entry));
   }
   // After a callee's exit `e` (a tail call, or a chain tail call): to `go_on` when its new callee
   // is a closure with native code and no chain is pending (vlad_jit_tail: Ctrl-C checked, the
@@ -2360,7 +2362,6 @@ struct Emitter {
     a.mov(xr::qword_ptr(xr::rcx, xr::r8, 3), xr::r9);
     a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x2));
     a.mov(xr::qword_ptr(xr::rcx, xr::r8, 3), xr::rdi);
-    count(offsetof(WorkCounters, steps), 2);  // the two it skips, which the callee counts not
     a.mov(xr::esi, 2);
     a.jmp(entered);
     cold([&] {
@@ -2505,6 +2506,7 @@ struct Emitter {
       // (rax = the callee, rdx = its lambda; a known closure's native code, once made, is its
       // for good: Lambda::direct is set once)
       const Code* kc = kl ? kl->direct : nullptr;
+      if (kl && !kc && kl == top->lam && self_loop) kc = top;  // (this body: its Lambda::direct once compiled)
       if (kc) {
         a.mov(xr::rdx, (uint64_t)kc);
       } else {
@@ -2513,40 +2515,68 @@ struct Emitter {
         a.jz(slow);
       }
       enter_callee(ip, lambda_direct, raw, true, kc);
-      if (three) {
+      // The callee's argument slots (Code::arg_x ...), when known here: a compiled callee's, or
+      // this body's own, decided before its instructions (plan_self_loop); -2: read them at run time.
+      int ks[4] = {-2, -2, -2, -2};
+      if (kc == top) {
+        ks[0] = arg_car ? arg_car->x : -1;
+        ks[1] = arg_car ? arg_cdr->x : -1;
+        ks[2] = arg3_car ? arg3_car->x : -1;
+        ks[3] = arg3_car ? arg3_cdr->x : -1;
+      } else if (kc) {
+        ks[0] = kc->arg_x, ks[1] = kc->arg_x2, ks[2] = kc->arg_x3, ks[3] = kc->arg_x4;
+      }
+      // slot k of the callee's frame (rcx) = r9, through r8 (or r10) when not known
+      auto to_slot = [&](int k, int32_t field, const xr::Gp& t) {
+        if (ks[k] >= 0) {
+          a.mov(xr::qword_ptr(xr::rcx, ks[k] * 8), xr::r9);
+          return;
+        }
+        a.mov(xr::qword_ptr(xr::rcx, t, 3), xr::r9);
+        (void)field;
+      };
+      if (three && ks[2] != -1) {
         Label two = a.newLabel();
-        a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x3));
-        a.test(xr::r8, xr::r8);
-        a.js(two);
-        a.movsxd(xr::r10, xr::dword_ptr(xr::rdx, code_arg_x));  // (in the order its first four write them)
+        if (ks[2] == -2) {
+          a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x3));
+          a.test(xr::r8, xr::r8);
+          a.js(two);
+          a.movsxd(xr::r10, xr::dword_ptr(xr::rdx, code_arg_x));  // (in the order its first four write them)
+        }
         load(xr::r9, ip->b);
-        a.mov(xr::qword_ptr(xr::rcx, xr::r10, 3), xr::r9);
+        to_slot(0, code_arg_x, xr::r10);
         load(xr::r9, (ip - 1)->a);
-        a.mov(xr::qword_ptr(xr::rcx, xr::r8, 3), xr::r9);
-        a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x4));
+        to_slot(2, code_arg_x3, xr::r8);
+        if (ks[3] == -2) a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x4));
         load(xr::r9, (ip - 1)->b);
-        a.mov(xr::qword_ptr(xr::rcx, xr::r8, 3), xr::r9);
-        count(offsetof(WorkCounters, steps), 4);  // the four it skips
+        to_slot(3, code_arg_x4, xr::r8);
         a.mov(xr::esi, 4);
         a.jmp(go);
         a.bind(two);  // a callee that takes the argument otherwise: the inner pair made now
         pair_for_callee((ip - 1)->a, (ip - 1)->b, thrown);
         store((ip - 1)->x, xr::rax);
+      } else if (three) {
+        pair_for_callee((ip - 1)->a, (ip - 1)->b, thrown);
+        store((ip - 1)->x, xr::rax);
       }
-      if (ip->op2 == AppPair) {
+      if (ip->op2 == AppPair && ks[0] != -1) {
         Label make_pair = a.newLabel();
-        a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x));
-        a.test(xr::r8, xr::r8);
-        a.js(make_pair);
+        if (ks[0] == -2) {
+          a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x));
+          a.test(xr::r8, xr::r8);
+          a.js(make_pair);
+        }
         load(xr::r9, ip->b);
-        a.mov(xr::qword_ptr(xr::rcx, xr::r8, 3), xr::r9);
-        a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x2));
+        to_slot(0, code_arg_x, xr::r8);
+        if (ks[1] == -2) a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x2));
         load(xr::r9, ip->b2);
-        a.mov(xr::qword_ptr(xr::rcx, xr::r8, 3), xr::r9);
-        count(offsetof(WorkCounters, steps), 2);  // the two it skips, which the callee counts not
+        to_slot(1, code_arg_x2, xr::r8);
         a.mov(xr::esi, 2);
         a.jmp(go);
         a.bind(make_pair);
+        pair_for_callee(ip->b, ip->b2, thrown);
+        a.mov(xr::qword_ptr(xr::rcx), xr::rax);
+      } else if (ip->op2 == AppPair) {
         pair_for_callee(ip->b, ip->b2, thrown);
         a.mov(xr::qword_ptr(xr::rcx), xr::rax);
       } else {
@@ -3804,15 +3834,18 @@ struct Emitter {
     // Prologue: the callee-saved registers of the body's own (kEx, kFr, kEnv), the stack 16-byte
     // aligned at calls (kFrameBytes below rbp). kWork and kMeter are the thread's, set by the
     // entry stub (jit_entry) and the same in every body: not saved, not reloaded.
-    a.push(xr::rbp);
-    a.mov(xr::rbp, xr::rsp);
-    a.push(kEx);
-    a.push(kFr);
-    a.push(kEnv);
-    a.sub(xr::rsp, 8);
-    a.mov(kEx, xr::rdi);
-    a.mov(kFr, xr::qword_ptr(xr::rdi, offsetof(Exec, fr)));
-    a.mov(kEnv, xr::qword_ptr(xr::rdi, offsetof(Exec, env)));
+    auto prologue = [&] {
+      a.push(xr::rbp);
+      a.mov(xr::rbp, xr::rsp);
+      a.push(kEx);
+      a.push(kFr);
+      a.push(kEnv);
+      a.sub(xr::rsp, 8);
+      a.mov(kEx, xr::rdi);
+      a.mov(kFr, xr::qword_ptr(xr::rdi, offsetof(Exec, fr)));
+      a.mov(kEnv, xr::qword_ptr(xr::rdi, offsetof(Exec, env)));
+    };
+    prologue();
     // steps: the block from `start` to its end, as the interpreter counts; instruction 0 the
     // usual start, the others (1, 2, 4) dispatched out of line
     Label other_start = a.newLabel();
@@ -3825,14 +3858,7 @@ struct Emitter {
         Label other = a.newLabel();
         a.cmp(xr::esi, k);
         a.jne(other);
-        count(offsetof(WorkCounters, steps), c->n - k);
-        if (stash_arg) {  // the parts the caller wrote, kept
-          load(xr::rax, arg_car->x);
-          load(xr::rcx, k == 4 ? arg3_car->x : arg_cdr->x);
-          if (k == 4) load(xr::r8, arg3_cdr->x);
-          emit_stash_parts(xr::rax, xr::rcx, k == 4 ? &xr::r8 : nullptr);
-        }
-        a.jmp(top_labels[k]);
+        start_at(k);
         a.bind(other);
       };
       if (arg_car) entry_at(2);   // the argument's parts written by a direct caller (Code::arg_x)
@@ -3861,7 +3887,29 @@ struct Emitter {
     a.pop(kEx);
     a.pop(xr::rbp);
     a.ret();
+    // The entries of a direct caller that wrote the argument's parts (Code::entries): the prologue
+    // again, then start k's work, without the dispatch above
+    for (int k : {2, 4}) {
+      if (!(k == 2 ? arg_car : arg3_car)) continue;
+      entry_labels[k] = a.newLabel();
+      a.bind(entry_labels[k]);
+      prologue();
+      start_at(k);
+    }
   }
+  // The steps of the whole body (the first k, taking the argument apart, done by the caller that
+  // wrote its parts), the parts kept (stash_arg), then instruction k.
+  void start_at(int k) {
+    count(offsetof(WorkCounters, steps), top->n);  // (with the k a caller's parts stand for)
+    if (stash_arg) {  // the parts the caller wrote, kept
+      load(xr::rax, arg_car->x);
+      load(xr::rcx, k == 4 ? arg3_car->x : arg_cdr->x);
+      if (k == 4) load(xr::r8, arg3_cdr->x);
+      emit_stash_parts(xr::rax, xr::rcx, k == 4 ? &xr::r8 : nullptr);
+    }
+    a.jmp(top_labels[k]);
+  }
+  Label entry_labels[5];
 };
 
 JitRuntime* runtime() {
@@ -4183,6 +4231,8 @@ void jit_compile(Code* c) {
     c->pins = pins;
     c->npins = (int)em.pins.size();
   }
+  for (int k = 0; k <= 4; k += 2)  // (before `native`, which tells callers the code is there)
+    c->entries[k / 2] = em.entry_labels[k].isValid() ? (char*)fn + code.labelOffsetFromBase(em.entry_labels[k]) : fn;
   c->native = reinterpret_cast<int (*)(Exec*, int, WorkCounters*, uint64_t*)>(fn);
   void** owner = static_cast<void**>(gc_alloc_atomic(sizeof(void*)));
   *owner = fn;
