@@ -2526,14 +2526,11 @@ struct Emitter {
       } else if (kc) {
         ks[0] = kc->arg_x, ks[1] = kc->arg_x2, ks[2] = kc->arg_x3, ks[3] = kc->arg_x4;
       }
-      // slot k of the callee's frame (rcx) = r9, through r8 (or r10) when not known
-      auto to_slot = [&](int k, int32_t field, const xr::Gp& t) {
-        if (ks[k] >= 0) {
-          a.mov(xr::qword_ptr(xr::rcx, ks[k] * 8), xr::r9);
-          return;
-        }
-        a.mov(xr::qword_ptr(xr::rcx, t, 3), xr::r9);
-        (void)field;
+      // argument slot k of the callee's frame (rcx) = r9: at its known index, or at the index in
+      // register t, read from the callee's Code
+      auto to_slot = [&](int k, const xr::Gp& t) {
+        if (ks[k] >= 0) a.mov(xr::qword_ptr(xr::rcx, ks[k] * 8), xr::r9);
+        else a.mov(xr::qword_ptr(xr::rcx, t, 3), xr::r9);
       };
       if (three && ks[2] != -1) {
         Label two = a.newLabel();
@@ -2544,12 +2541,12 @@ struct Emitter {
           a.movsxd(xr::r10, xr::dword_ptr(xr::rdx, code_arg_x));  // (in the order its first four write them)
         }
         load(xr::r9, ip->b);
-        to_slot(0, code_arg_x, xr::r10);
+        to_slot(0, xr::r10);
         load(xr::r9, (ip - 1)->a);
-        to_slot(2, code_arg_x3, xr::r8);
+        to_slot(2, xr::r8);
         if (ks[3] == -2) a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x4));
         load(xr::r9, (ip - 1)->b);
-        to_slot(3, code_arg_x4, xr::r8);
+        to_slot(3, xr::r8);
         a.mov(xr::esi, 4);
         a.jmp(go);
         a.bind(two);  // a callee that takes the argument otherwise: the inner pair made now
@@ -2567,10 +2564,10 @@ struct Emitter {
           a.js(make_pair);
         }
         load(xr::r9, ip->b);
-        to_slot(0, code_arg_x, xr::r8);
+        to_slot(0, xr::r8);
         if (ks[1] == -2) a.movsxd(xr::r8, xr::dword_ptr(xr::rdx, code_arg_x2));
         load(xr::r9, ip->b2);
-        to_slot(1, code_arg_x2, xr::r8);
+        to_slot(1, xr::r8);
         a.mov(xr::esi, 2);
         a.jmp(go);
         a.bind(make_pair);
