@@ -3106,29 +3106,41 @@ struct Emitter {
       a.jne(other);
     }
     // both bundles of two reals (checked before allocating, which may call the collector)
-    for (int r : {ip->b, ip->b2}) {
-      load(xr::rcx, r);
-      kind_guard_of(xr::rcx, xr::r8, Kind::Bundle, other);
-      a.mov(xr::r8, kOffset);
-      a.cmp(xr::qword_ptr(xr::rcx, bundle_primal), xr::r8);
-      a.jb(other);
-      a.cmp(xr::qword_ptr(xr::rcx, bundle_tangent), xr::r8);
-      a.jb(other);
-    }
+    for (int r : {ip->b, ip->b2}) bundle_of_reals_guard(r, other);
     emit_alloc(sizeof(Bundle));
     write_header(Kind::Bundle, 0);
     a.mov(xr::r9, xr::rax);
     a.mov(xr::r8, kOffset);
-    auto part = [&](int r, int32_t field, const xr::Xmm& x) {
+    bundle_parts(ip->b, xr::xmm0, xr::xmm2);   // x1, dx1
+    bundle_parts(ip->b2, xr::xmm1, xr::xmm3);  // x2, dx2
+    fwd_rule_arith(p);
+    box_bundle_result(ip->x);
+    count(offsetof(WorkCounters, applications));
+    a.jmp(done);
+    a.bind(other);
+  }
+  // To `fail` unless slot r holds a bundle of two reals. Clobbers rcx, r8.
+  void bundle_of_reals_guard(int r, Label fail) {
+    load(xr::rcx, r);
+    kind_guard_of(xr::rcx, xr::r8, Kind::Bundle, fail);
+    a.mov(xr::r8, kOffset);
+    a.cmp(xr::qword_ptr(xr::rcx, bundle_primal), xr::r8);
+    a.jb(fail);
+    a.cmp(xr::qword_ptr(xr::rcx, bundle_tangent), xr::r8);
+    a.jb(fail);
+  }
+  // x, dx = the primal and tangent of the bundle of reals in slot r (r8 = kOffset). Clobbers rcx.
+  void bundle_parts(int r, const xr::Xmm& x, const xr::Xmm& dx) {
+    for (auto [field, reg] : {std::pair<int32_t, xr::Xmm>{bundle_primal, x}, {bundle_tangent, dx}}) {
       load(xr::rcx, r);
       a.mov(xr::rcx, xr::qword_ptr(xr::rcx, field));
       a.sub(xr::rcx, xr::r8);
-      a.movq(x, xr::rcx);
-    };
-    part(ip->b, bundle_primal, xr::xmm0);   // x1
-    part(ip->b2, bundle_primal, xr::xmm1);  // x2
-    part(ip->b, bundle_tangent, xr::xmm2);  // dx1
-    part(ip->b2, bundle_tangent, xr::xmm3); // dx2
+      a.movq(reg, xr::rcx);
+    }
+  }
+  // p's forward rule on (x1, dx1) in xmm0, xmm2 and (x2, dx2) in xmm1, xmm3: y in xmm0, its tangent
+  // in xmm2, the rule's operations counted as it counts them (xmm4-7 clobbered for /).
+  void fwd_rule_arith(Prim* p) {
     Inline form = arith_form(p);
     a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
     if (form == Inline::Mul) {  // t = x2 dx1 + x1 dx2
@@ -3161,14 +3173,69 @@ struct Emitter {
       a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
     }
     arith(form, xr::xmm0, xr::xmm1);  // y
+  }
+  // The bundle at r9 (allocated) gets y (xmm0) and its tangent (xmm2), boxed; slot x = it.
+  void box_bundle_result(int x) {
     box(xr::xmm0);
     a.mov(xr::qword_ptr(xr::r9, bundle_primal), xr::rax);
     box(xr::xmm2);
     a.mov(xr::qword_ptr(xr::r9, bundle_tangent), xr::rax);
-    store(ip->x, xr::r9);
-    count(offsetof(WorkCounters, applications));
-    a.jmp(done);
-    a.bind(other);
+    store(x, xr::r9);
+  }
+
+  // Two forward arithmetic rules in a row where the first one's bundle is read only by the second
+  // ((+ acc (* a b)) in forward-transformed code, both callees known): computed together, the
+  // intermediate bundle never made — one allocation, two boxings and the second's guard and
+  // unboxing of it fewer. The same values, operation counts and applications as the two
+  // calls; to `unfused` (where each is emitted as usual) when any guard fails.
+  struct FwdPair {
+    Prim* p1;
+    Prim* p2;
+    bool first_is_b;  // the intermediate is ip2's first operand (else its second)
+  };
+  bool fusable_fwd(const Instr* ip, const Instr* ip2, FwdPair* f) {
+    auto plain = [&](const Instr* i) {
+      return i->op == Op::App && i->op2 == AppPair && !i->split && !i->tail && !i->raw_call && !i->chain_call &&
+             !i->parts3 && i != pair_deferred && met(i, kSeenNative);
+    };
+    if (!alloc_ok || !ip2 || !plain(ip) || !plain(ip2) || ip->x < 0) return false;
+    if (!(f->p1 = known_fwd_binary(ip->a)) || !(f->p2 = known_fwd_binary(ip2->a))) return false;
+    int x = ip->x;
+    if (ip2->a == x || (ip2->b == x) == (ip2->b2 == x)) return false;
+    // (the first may write over one of its own operands, read before anything is written)
+    f->first_is_b = ip2->b == x;
+    // the intermediate read nowhere else: the second writes over its slot, or the slot is read
+    // nowhere else in the body at all
+    return ip2->x == x || !reads(top, x, ip, ip2);
+  }
+  void emit_fwd_pair(const Instr* ip, const Instr* ip2, const FwdPair& f, Label unfused, Label after) {
+    for (const Instr* i : {ip, ip2}) {  // the callees: their closures, when held in a global's cache
+      Value expect;
+      if (known_closure(i->a, &expect) && !expect.is_unbound()) {
+        load(xr::rax, i->a);
+        expect_guard(expect, unfused);
+      }
+    }
+    int other = f.first_is_b ? ip2->b2 : ip2->b;
+    for (int r : {ip->b, ip->b2, other}) bundle_of_reals_guard(r, unfused);
+    emit_alloc(sizeof(Bundle));  // (first, as emit_fwd_binary: its slow path is a call, which keeps no xmm)
+    write_header(Kind::Bundle, 0);
+    a.mov(xr::r9, xr::rax);
+    a.mov(xr::r8, kOffset);
+    bundle_parts(ip->b, xr::xmm0, xr::xmm2);
+    bundle_parts(ip->b2, xr::xmm1, xr::xmm3);
+    fwd_rule_arith(f.p1);  // the intermediate (y, t) in xmm0, xmm2
+    if (f.first_is_b) {
+      bundle_parts(other, xr::xmm1, xr::xmm3);
+    } else {
+      a.movsd(xr::xmm1, xr::xmm0);
+      a.movsd(xr::xmm3, xr::xmm2);
+      bundle_parts(other, xr::xmm0, xr::xmm2);
+    }
+    fwd_rule_arith(f.p2);
+    box_bundle_result(ip2->x);
+    count(offsetof(WorkCounters, applications), 2);
+    a.jmp(after);
   }
 
   // Whether slot r holds a unary primitive's forward version (known_rev_lambda's way) whose
@@ -3659,13 +3726,33 @@ struct Emitter {
     a.bind(done);
   }
 
+  // Instruction i of block c (and i + 1 with it, when the two are forward rules emit_fwd_pair
+  // computes together: their usual code then follows, for when a guard fails, the label of
+  // instruction i + 1 on its own); the index of the last instruction emitted.
+  int emit_at(const Code* c, int i, std::vector<Label>* labels) {
+    FwdPair fp;
+    if (i + 1 < c->n && fusable_fwd(&c->ins[i], &c->ins[i + 1], &fp)) {
+      Label unfused = a.newLabel(), after = a.newLabel();
+      emit_fwd_pair(&c->ins[i], &c->ins[i + 1], fp, unfused, after);
+      a.bind(unfused);
+      next_ip = &c->ins[i + 1];
+      emit(&c->ins[i]);
+      i++;
+      if (labels) a.bind((*labels)[i]);
+      next_ip = i + 1 < c->n ? &c->ins[i + 1] : nullptr;
+      emit(&c->ins[i]);
+      a.bind(after);
+      return i;
+    }
+    next_ip = i + 1 < c->n ? &c->ins[i + 1] : nullptr;
+    emit(&c->ins[i]);
+    return i;
+  }
+
   void emit_branch(const Instr* ip, const Code* c) {
     count(offsetof(WorkCounters, steps), c->n);
     size_t mark = scope.size();
-    for (int i = 0; i < c->n; i++) {
-      next_ip = i + 1 < c->n ? &c->ins[i + 1] : nullptr;
-      emit(&c->ins[i]);
-    }
+    for (int i = 0; i < c->n; i++) i = emit_at(c, i, nullptr);
     scope.resize(mark);
     if (ip->tail) emit_finish(c);
     else emit_store(ip, c);
@@ -3872,8 +3959,7 @@ struct Emitter {
     });
     for (int i = 0; i < c->n; i++) {
       a.bind(top_labels[i]);
-      next_ip = i + 1 < c->n ? &c->ins[i + 1] : nullptr;
-      emit(&c->ins[i]);
+      i = emit_at(c, i, &top_labels);
     }
     a.bind(top_labels[c->n]);
     emit_finish(c, true);
