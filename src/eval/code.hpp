@@ -100,8 +100,8 @@ struct Code {
   bool chain_head = false;
   int chain_hole = 0;
   // A lambda's own body (not a branch): what the native tier compiles, once `runs` passes the
-  // threshold (jit.cpp). `native` is its machine code, entered at instruction 0, 1 (a chain's
-  // rest, eval.cpp) or 2 (arg_x below), or null.
+  // threshold (jit.cpp). `native` is its machine code, entered at instruction 0 or 1 (a chain's
+  // rest, eval.cpp), or null; native callers enter through `entries` below.
   bool entry = false;
   Lambda* lam = nullptr;  // whose body it is (entry)
   bool jit_failed = false;

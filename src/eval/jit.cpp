@@ -3931,22 +3931,14 @@ struct Emitter {
     };
     prologue();
     // steps: the block from `start` to its end, as the interpreter counts; instruction 0 the
-    // usual start, the others (1, 2, 4) dispatched out of line
+    // usual start, 1 (a chain's rest) out of line. (Starts 2 and 4 have entries of their own,
+    // Code::entries, emitted after the body.)
     Label other_start = a.newLabel();
     a.test(xr::esi, xr::esi);
     a.jnz(other_start);
     count(offsetof(WorkCounters, steps), c->n);
     cold([&] {
       a.bind(other_start);
-      auto entry_at = [&](int k) {  // start k: the steps from k on, then instruction k
-        Label other = a.newLabel();
-        a.cmp(xr::esi, k);
-        a.jne(other);
-        start_at(k);
-        a.bind(other);
-      };
-      if (arg_car) entry_at(2);   // the argument's parts written by a direct caller (Code::arg_x)
-      if (arg3_car) entry_at(4);  // its three parts (Code::arg_x3)
       a.movsxd(xr::rsi, xr::esi);
       a.mov(xr::rax, (int64_t)c->n);
       a.sub(xr::rax, xr::rsi);
@@ -3970,29 +3962,25 @@ struct Emitter {
     a.pop(kEx);
     a.pop(xr::rbp);
     a.ret();
-    // The entries of a direct caller that wrote the argument's parts (Code::entries): the prologue
-    // again, then start k's work, without the dispatch above
+    // The entries of a direct caller that wrote the argument's parts (Code::entries, start 2 or
+    // 4): the prologue again, the steps of the whole body (the first k, taking the argument apart,
+    // done by the caller), the parts kept (stash_arg), then instruction k.
     for (int k : {2, 4}) {
       if (!(k == 2 ? arg_car : arg3_car)) continue;
       entry_labels[k] = a.newLabel();
       a.bind(entry_labels[k]);
       prologue();
-      start_at(k);
+      count(offsetof(WorkCounters, steps), c->n);
+      if (stash_arg) {
+        load(xr::rax, arg_car->x);
+        load(xr::rcx, k == 4 ? arg3_car->x : arg_cdr->x);
+        if (k == 4) load(xr::r8, arg3_cdr->x);
+        emit_stash_parts(xr::rax, xr::rcx, k == 4 ? &xr::r8 : nullptr);
+      }
+      a.jmp(top_labels[k]);
     }
   }
-  // The steps of the whole body (the first k, taking the argument apart, done by the caller that
-  // wrote its parts), the parts kept (stash_arg), then instruction k.
-  void start_at(int k) {
-    count(offsetof(WorkCounters, steps), top->n);  // (with the k a caller's parts stand for)
-    if (stash_arg) {  // the parts the caller wrote, kept
-      load(xr::rax, arg_car->x);
-      load(xr::rcx, k == 4 ? arg3_car->x : arg_cdr->x);
-      if (k == 4) load(xr::r8, arg3_cdr->x);
-      emit_stash_parts(xr::rax, xr::rcx, k == 4 ? &xr::r8 : nullptr);
-    }
-    a.jmp(top_labels[k]);
-  }
-  Label entry_labels[5];
+  Label entry_labels[5];  // (by start: 2 and 4 used)
 };
 
 JitRuntime* runtime() {
