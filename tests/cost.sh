@@ -198,6 +198,14 @@ per_call_check "the forward version of *j of one closure is made once" fwdclosur
 # makes at most 3,500 objects a call (3,177 here, 3,340 interpreted; 7,395 and 7,559 with j* once
 # a direction).
 per_call_check "gradient-F makes j* of f once" gradf.vlad 3500
+# Inside a reverse derivative, a forward gradient of one closure over 100 reverse reals taken again
+# and again (tests/cost/rf-inner.vlad; particle's RF nesting takes one an integration step): its
+# transformed j* takes *j-inverse of the closure first, which is kept in the closure cache as j*
+# is, and the zero tangent of that closure is recognised as the zero of the closure j* bundles, so
+# neither walks the environment again: at most 1,250 objects a call (1,129 here, 1,146 interpreted;
+# 1,730 and 1,750 when each call walked and bundled the environment; what is left is mostly the
+# backward pass, which builds the environment's sensitivity).
+per_call_check "an inner gradient-F of one closure in a reverse derivative" rf-inner.vlad 1250
 # Forward over reverse through the arithmetic primitives (native.cpp fr_split2): a reverse gradient
 # inside a forward derivative of a function of four operations (tests/cost/fr.vlad) makes at most
 # 90 objects a call (82 here; 112 when each primitive's transformed reverse rule ran).

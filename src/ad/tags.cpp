@@ -127,6 +127,14 @@ struct ClosureCache {
   }
 };
 thread_local ClosureCache closure_cache;
+// The op of star_j_inverse's entries in the cache (a closure's *j-inverse).
+const char kStarJInverseOp = 0;
+// Whether p is the *j-inverse of the reverse closure s that the cache holds: then the lazy zero
+// of s stripped once is the zero of p, without making either.
+inline bool star_j_inverse_of(Value s, Value p) {
+  ClosureMemo* m = closure_cache.e ? closure_cache.slot(&kStarJInverseOp, s) : nullptr;
+  return m && m->key == s && m->op == &kStarJInverseOp && m->r == p;
+}
 
 [[noreturn]] void ad_error(const char* who, const std::string& what, Value v) {
   throw Error(std::string(who) + ": " + what + ", got " + write_string(v));
@@ -879,7 +887,9 @@ Value bundle_raw(Value p, Value t) {
   if (is(t, Kind::Zero)) {
     if (is(p, Kind::Closure) && (int)as_closure(p)->aux == 0) return closure_of(forward_transform(as_closure(p)->lambda), nullptr);
     LazyZero* z = static_cast<LazyZero*>(t.as_obj());
-    tangent_zero = is(p, Kind::Closure) && z->aux == 0 && z->src == p;
+    // (or the zero of s stripped once, p being s's *j-inverse: j* under a reverse derivative,
+    // whose transformed bundle takes both apart first)
+    tangent_zero = is(p, Kind::Closure) && ((z->aux == 0 && z->src == p) || (z->aux == 1 && star_j_inverse_of(z->src, p)));
     t = tangent_zero ? p : materialize_zero(t);
   }
   if (is_built_lazily(t)) t = force(t);
@@ -1113,8 +1123,15 @@ Value star_j_inverse(Value v) {
       if (lam->transform != 'R') ad_error("*j-inverse", "expected a reverse value", v);
       int n = (int)c->aux;
       if (n == 0) return closure_of(lam->source, nullptr);
+      // The closure cache (above): an inner derivative taken again and again of one reverse
+      // closure (a gradient-F inside a reverse derivative, whose transformed j* takes *j-inverse
+      // of its function first) walked the environment each time, and the result, a new closure,
+      // was never j*'s memo's hit either.
+      ClosureMemo* memo = closure_cache.slot(&kStarJInverseOp, v);
+      if (memo->key == v && memo->op == &kStarJInverseOp) return memo->r;
       Value r = make_closure(lam->source, nullptr, n);
       for (int i = 0; i < n; i++) as_closure(r)->env[i] = star_j_inverse(c->env[i]);
+      *closure_cache.slot(&kStarJInverseOp, v) = {v, &kStarJInverseOp, r};
       return r;
     }
     case Kind::Zero: {
