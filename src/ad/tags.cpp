@@ -748,6 +748,9 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
   }
   a = unview(a);
   b = unview(b);
+  // (*j of a pair's part that is a view of a pair materialises to a view of *j of that pair:
+  // two such, from two sensitivities of one list under nested reverse mode, are the case above)
+  if (a.is_view() || b.is_view()) return plus(a, b);
   if (is(b, Kind::Zero)) return a;
   if (is_hot(a) || is_hot(b)) {
     if (is_hot(a) && is_hot(b)) {
