@@ -751,6 +751,8 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
   // (*j of a pair's part that is a view of a pair materialises to a view of *j of that pair:
   // two such, from two sensitivities of one list under nested reverse mode, are the case above)
   if (a.is_view() || b.is_view()) return plus(a, b);
+  // (and a part that was a lazy zero — *j of the zero of a reverse real, say — is a zero now)
+  if (is(a, Kind::Zero)) return b;
   if (is(b, Kind::Zero)) return a;
   if (is_hot(a) || is_hot(b)) {
     if (is_hot(a) && is_hot(b)) {
@@ -905,7 +907,9 @@ Value bundle_raw(Value p, Value t) {
     return make_bundle(p, t);
   }
   if (!p.is_obj()) {
-    if (t != p && !(p.is_bool() && t.is_bool())) nonconform("bundle", p, t);
+    // (a tangent without a real in it is no tangent at all: the sensitivity of a procedure
+    // argument, a primitive, summed with () under reverse over forward over reverse mode)
+    if (t != p && !(p.is_bool() && t.is_bool()) && !inert(t)) nonconform("bundle", p, t);
     return p;
   }
   switch (kind_of(p)) {
