@@ -685,7 +685,11 @@ namespace {
 Value plus_closures(Value a, Value b) {
   Closure* x = as_closure(a);
   Closure* y = as_closure(b);
-  if (x->lambda == y->lambda && !has_constants(x->lambda)) {
+  // (a transform of a raw backpropagator and the transform of its tagged version — the raw
+  // variant, which a transformed BackCall calls — are one procedure, their environments the
+  // same free variables in the same order: reverse over reverse sums their sensitivities)
+  bool variants = x->lambda->raw_variant == y->lambda || y->lambda->raw_variant == x->lambda;
+  if ((x->lambda == y->lambda || variants) && x->aux == y->aux && !has_constants(x->lambda)) {
     int n = (int)x->aux;
     if (n == 0) return a;
     Value r = make_closure(x->lambda, nullptr, n);
