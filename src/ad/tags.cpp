@@ -750,13 +750,10 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
       return cons(plus(j_part(p, false), j_part(q, false)), plus(j_part(p, true), j_part(q, true)));
     });
   }
-  a = unview(a);
-  b = unview(b);
-  // (*j of a pair's part that is a view of a pair materialises to a view of *j of that pair:
-  // two such, from two sensitivities of one list under nested reverse mode, are the case above)
-  if (a.is_view() || b.is_view()) return plus(a, b);
-  // (and a part that was a lazy zero — *j of the zero of a reverse real, say — is a zero now)
-  if (is(a, Kind::Zero)) return b;
+  // Views materialised are dispatched again from the start: what a view stands for can be a zero
+  // (*j of the zero of a reverse real), a pair, or a view again (*j of a part that is a view of
+  // a pair: two such, from two sensitivities of one list under nested reverse mode).
+  if (a.is_view() || b.is_view()) return plus(unview(a), unview(b));
   if (is(b, Kind::Zero)) return a;
   if (is_hot(a) || is_hot(b)) {
     if (is_hot(a) && is_hot(b)) {
