@@ -113,13 +113,27 @@ const char* callee_name(Value f) {
 
 // The halves of a pair result into out[0], out[1] (a value of a split instruction or of a call
 // whose caller takes it apart).
-void split_value(Value r, Value* out, const char* shape_text, Pos pos) {
+// A value that is not the pair a split or a car or cdr takes apart. In the forward or reverse
+// version of a primitive that takes a pair of arguments, or a transform of it (`self`, the
+// closure running the code: its rule takes them apart first), the primitive's own error, as a
+// primal call gives it: "-: expected a pair of arguments, got 1".
+[[noreturn]] __attribute__((noinline, cold)) void shape_error(Value r, const char* shape_text, Pos pos, Value self) {
+  if (is(self, Kind::Closure)) {
+    const Prim* p = nullptr;  // (a transform of a rule, under nesting: the rule it was made from)
+    for (const Lambda* l = static_cast<Closure*>(self.as_obj())->lambda; l && !p; l = l->source ? l->source : l->lazy_of)
+      p = l->rule_of;
+    if (p && p->arity == 2) throw Error(std::string(p->name) + ": expected a pair of arguments, got " + write_string(r), pos);
+  }
+  pattern_error(r, shape_text, pos);
+}
+
+void split_value(Value r, Value* out, const char* shape_text, Pos pos, Value self = Value()) {
   if (is_lazy(r)) r = force(r);
   if (r.is_zero_sens()) {  // the parts of a placeholder zero (a grouped sensitivity: transform.cpp)
     out[0] = out[1] = r;
     return;
   }
-  if (!is_pair(r)) pattern_error(r, shape_text, pos);
+  if (!is_pair(r)) shape_error(r, shape_text, pos, self);
   out[0] = car(r);
   out[1] = cdr(r);
 }
@@ -199,7 +213,7 @@ void Exec::run_split(const Instr* ip) {
     }
   }
   Value r = apply_split(fv, arg_of(ip), ip->call_site(), out);
-  if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->call_site());
+  if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->call_site(), self);
   fr[ip->x] = out[0];
   fr[ip->x2] = out[1];
 }
@@ -223,7 +237,7 @@ void Exec::store(const Instr* ip, Exit e, const char* shape_text) {
       fr[ip->x2] = r2;
     } else {
       Value out[2];
-      split_value(r1, out, shape_text, ip->src->pos);
+      split_value(r1, out, shape_text, ip->src->pos, self);
       fr[ip->x] = out[0];
       fr[ip->x2] = out[1];
     }
@@ -288,7 +302,7 @@ inline int Exec::op_app(const Instr* ip) {
     Value out[2];
     Value r = raw_apply(get(ip->a), arg_of(ip), ip->src->pos, ip->split ? out : nullptr, ip->src->xf);
     if (ip->split) {
-      if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos);
+      if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos, self);
       fr[ip->x] = out[0];
       fr[ip->x2] = out[1];
     } else {
@@ -412,12 +426,12 @@ __attribute__((noinline)) int Exec::op_car_cdr_other(const Instr* ip, Value v) {
   } else if (zero_part(v, ip->op == Op::Cdr, &fr[ip->x])) {  // a part of a zero, lazily
   } else if (is_lazy(v)) {
     Value m = force(v);
-    if (!is_pair(m)) pattern_error(m, ip->src);
+    if (!is_pair(m)) shape_error(m, ip->src->pattern, ip->src->pos, self);
     fr[ip->x] = ip->op == Op::Car ? car(m) : cdr(m);
   } else if (v.is_zero_sens()) {  // a part of a placeholder zero
     fr[ip->x] = v;
   } else {
-    pattern_error(v, ip->src);
+    shape_error(v, ip->src->pattern, ip->src->pos, self);
   }
   return kContinue;
 }
@@ -1206,7 +1220,7 @@ int jit_return(Exec* ex, const Instr* ip, Exec* callee, int e, Closure* chain0, 
         r = ip->split ? Value::unbound() : cons(out[0], out[1]);
       }
       if (ip->split) {  // as run_split
-        if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->call_site());
+        if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->call_site(), ex->self);
         ex->fr[ip->x] = out[0];
         ex->fr[ip->x2] = out[1];
       } else {
@@ -1283,7 +1297,7 @@ extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
         if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
         r = apply_prim(p, arg);
       }
-      split_value(r, out, "(cons value backpropagator)", ip->call_site());
+      split_value(r, out, "(cons value backpropagator)", ip->call_site(), ex->self);
       ex->fr[ip->x] = out[0];
       ex->fr[ip->x2] = out[1];
       return Exec::kContinue;
