@@ -346,8 +346,8 @@ struct Emitter {
   // rax = the zero backpropagator of the running closure and its argument (rebuilt first when the
   // body took it apart), as Exec::zero_backpropagator makes it: for a way out whose value holds no
   // real. Clobbers rcx, rdx.
-  void emit_zero_backpropagator() {
-    if (rebuild_arg) emit_rebuild_arg();
+  void emit_zero_backpropagator(bool rebuilt = false) {
+    if (rebuild_arg && !rebuilt) emit_rebuild_arg();
     emit_alloc(sizeof(Closure) + sizeof(Value));
     write_header(Kind::Closure, 2);
     a.mov(xr::rcx, (uint64_t)zero_backpropagator_lambda());
@@ -360,12 +360,16 @@ struct Emitter {
 
   void emit_chain_way_out(const Instr* ip) {
     Label inert = a.newLabel(), made = a.newLabel();
+    // (the way out's backpropagator may hold the argument itself, and the zero one does: a body
+    // that took it apart rebuilds it first)
+    bool rebuilt = rebuild_arg && chain_captures_argument(ip);
+    if (rebuilt) emit_rebuild_arg();
     a.mov(xr::rax, xr::qword_ptr(kEx, exec_r1));
     inert_to(inert);
     emit_closure(ip->chain, ip->ncaps, ip->caps, ip->hole, [&] { a.mov(xr::rcx, xr::qword_ptr(kEx, exec_r2)); });
     a.jmp(made);
     a.bind(inert);
-    emit_zero_backpropagator();
+    emit_zero_backpropagator(rebuilt);
     a.bind(made);
     a.mov(xr::qword_ptr(kEx, exec_r2), xr::rax);
   }
@@ -656,6 +660,12 @@ struct Emitter {
       if (ip->caps[k] == 0) return true;
     return false;
   }
+  // Whether a chain call's backpropagator (ip->chain over ip->caps) holds the argument itself.
+  static bool chain_captures_argument(const Instr* ip) {
+    for (int k = 0; k < ip->ncaps; k++)
+      if (k != ip->hole && ip->caps[k] == 0) return true;
+    return false;
+  }
 
   // How a tail call of the body's own lambda can loop here: whether it may (as apply_core would
   // run the body again over the callee's environment), and whether the body starts by taking its
@@ -885,6 +895,7 @@ struct Emitter {
       // op_app's chain call: the backpropagator with a hole (made first), linked here to the
       // chain this loop makes (Exec::pend_first), as apply_core links a ChainTail's
       Label has_last = a.newLabel(), linked = a.newLabel();
+      if (rebuild_arg && chain_captures_argument(ip)) emit_rebuild_arg();  // (it holds the argument)
       emit_closure(ip->chain, ip->ncaps, ip->caps, ip->hole, [&] { a.mov(xr::ecx, (int32_t)Value::kNil); });
       a.mov(xr::rcx, xr::qword_ptr(kEx, exec_pend_last));
       a.test(xr::rcx, xr::rcx);
