@@ -927,8 +927,19 @@ Value bundle_raw(Value p, Value t) {
       return prim_forward(static_cast<Prim*>(p.as_obj()));
     case Kind::Closure: {
       Closure* c = as_closure(p);
-      if (!is(t, Kind::Closure)) nonconform("bundle", p, t);
-      if (as_closure(t)->lambda == c->lambda && (tangent_zero || !has_constants(c->lambda))) {
+      if (!is(t, Kind::Closure)) {
+        // (a closure that holds no real — a primitive's reverse version — has only a zero
+        // tangent, which a tangent without a real stands for, as for an atom above: reverse over
+        // forward over reverse over reverse of a function passing + to fold)
+        if (inert(p) && inert(t)) return closure_of(forward_transform(c->lambda), nullptr);
+        nonconform("bundle", p, t);
+      }
+      // (a transform of a raw backpropagator and the transform of its tagged version — the raw
+      // variant — are one procedure, their environments the same free variables in the same
+      // order, as plus_closures takes them: reverse over forward over reverse over reverse)
+      Lambda* tl = as_closure(t)->lambda;
+      bool variants = (tl->raw_variant == c->lambda || c->lambda->raw_variant == tl) && as_closure(t)->aux == c->aux;
+      if ((tl == c->lambda || variants) && (tangent_zero || !has_constants(c->lambda))) {
         // (the forward transform bundles the lambda's constants with zero tangents)
         Lambda* fl = forward_transform(c->lambda);
         int n = (int)c->aux;
