@@ -83,13 +83,8 @@ def check_ad(kind, lines):
             if not allclose(rj, jF, 1e-7): probs.append("jacobian-F mismatch")
     return probs
 
-def one(seed, gen):
-    prog, meta = gen.gen_case(seed)
-    path = os.path.join(HUNT, "work", "c%d.vlad" % seed)
-    with open(path, "w") as f: f.write(prog)
-    res = {}
-    for name, extra in SETTINGS:
-        res[name] = run(path, extra)
+def run_problems(res):
+    """Timeouts, errors and internal errors of each setting's run."""
     probs = []
     for name, (rc, out, err) in res.items():
         if rc == 124: probs.append("timeout:%s" % name)
@@ -98,37 +93,58 @@ def one(seed, gen):
             probs.append("error:%s:%s" % (name, re.sub(r"^\S+:\d+:\d+: ", "", msg)[:150]))
         elif "internal" in err.lower():
             probs.append("internal:%s" % name)
+    return probs
+
+def tier_diff(name, res):
+    """How setting `name`'s output differs from VLAD_JIT=off's (res: name -> (rc, out, err))."""
+    ref, o = res["off"][1].splitlines(), res[name][1].splitlines()
+    if res[name][0] != 0 or res["off"][0] != 0: return []
+    if len(o) != len(ref) or any(shape(a) != shape(b) or not allclose(nums(a), nums(b), 1e-9) for a, b in zip(o, ref)):
+        return ["jitdiff:%s" % name]
+    return ["jitdiff-tiny:%s" % name] if o != ref else []
+
+def keep_case(out_dir, prefix, seed, prog, res, path, probs):
+    """A failing case's program and every setting's output into out_dir; a passing one's file removed."""
+    if not probs:
+        os.remove(path)
+        return
+    with open("%s/%s%d.vlad" % (out_dir, prefix, seed), "w") as f: f.write(prog)
+    with open("%s/%s%d.out" % (out_dir, prefix, seed), "w") as f:
+        for name, (rc, out, err) in res.items():
+            f.write("=== %s rc=%d\n%s\n--- stderr\n%s\n" % (name, rc, out, err[:2000]))
+
+def run_seeds(log_path, one_case, first, count, jobs=2):
+    """Runs one_case(seed) for count seeds from first, logging each case's problems (JSON lines)."""
+    with open(log_path, "w") as log, ThreadPoolExecutor(jobs) as ex:
+        for seed, meta, probs in ex.map(one_case, range(first, first + count)):
+            log.write(json.dumps({"seed": seed, "shape": meta["shape"], "kind": meta.get("kind"), "nest": meta["nest"], "probs": probs}) + "\n")
+            log.flush()
+            if probs:
+                print(seed, meta["shape"], meta.get("kind", ""), meta["nest"], probs, flush=True)
+
+def one(seed, gen):
+    prog, meta = gen.gen_case(seed)
+    path = os.path.join(HUNT, "work", "c%d.vlad" % seed)
+    with open(path, "w") as f: f.write(prog)
+    res = {}
+    for name, extra in SETTINGS:
+        res[name] = run(path, extra)
+    probs = run_problems(res)
     # cross-setting comparison
     ref = res["off"][1].splitlines()
     for name in ("default", "thr1"):
-        o = res[name][1].splitlines()
-        if res[name][0] == 0 and res["off"][0] == 0:
-            if len(o) != len(ref) or any(shape(a) != shape(b) or not allclose(nums(a), nums(b), 1e-9) for a, b in zip(o, ref)):
-                probs.append("jitdiff:%s" % name)
-            elif o != ref:
-                probs.append("jitdiff-tiny:%s" % name)
+        probs += tier_diff(name, res)
     if res["off"][0] == 0:
         probs += ["off:" + p for p in check_ad(meta["kind"], ref)]
     for name in ("default", "thr1"):
         if res[name][0] == 0:
             probs += ["%s:%s" % (name, p) for p in check_ad(meta["kind"], res[name][1].splitlines())]
-    if probs:
-        with open("%s/c%d.vlad" % (OUT, seed), "w") as f: f.write(prog)
-        with open("%s/c%d.out" % (OUT, seed), "w") as f:
-            for name, (rc, out, err) in res.items():
-                f.write("=== %s rc=%d\n%s\n--- stderr\n%s\n" % (name, rc, out, err[:2000]))
-    else:
-        os.remove(path)
+    keep_case(OUT, "c", seed, prog, res, path, probs)
     return seed, meta, probs
 
 if __name__ == "__main__":
     first, count = int(sys.argv[1]), int(sys.argv[2])
     gen = importlib.import_module(sys.argv[3] if len(sys.argv) > 3 else "gen")
     os.makedirs(os.path.join(HUNT, "work"), exist_ok=True)
-    log = open(os.path.join(HUNT, "log-%s-%d.jsonl") % (sys.argv[3] if len(sys.argv) > 3 else "gen", first), "w")
-    with ThreadPoolExecutor(2) as ex:
-        for seed, meta, probs in ex.map(lambda s: one(s, gen), range(first, first + count)):
-            log.write(json.dumps({"seed": seed, "shape": meta["shape"], "kind": meta["kind"], "nest": meta["nest"], "probs": probs}) + "\n")
-            log.flush()
-            if probs:
-                print(seed, meta["shape"], meta["kind"], meta["nest"], probs, flush=True)
+    log = os.path.join(HUNT, "log-%s-%d.jsonl") % (sys.argv[3] if len(sys.argv) > 3 else "gen", first)
+    run_seeds(log, lambda s: one(s, gen), first, count)

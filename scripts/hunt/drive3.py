@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import drive, importlib
 gen3 = importlib.import_module(os.environ.get('GEN', 'gen3'))
-from drive import run, nums, shape, allclose, transpose, SETTINGS
+from drive import run, nums, shape, allclose, transpose, SETTINGS, tier_diff, keep_case, run_seeds, run_problems
 HUNT = os.environ.get("HUNT_DIR", "/tmp/vlad-hunt")  # cases, failures and logs go here
 VLAD_BIN = os.environ.get("VLAD_BIN", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "vlad"))
 EXTRA = []
@@ -39,40 +39,18 @@ def one(seed, only=None):
     path = os.path.join(HUNT, "work", "%s-%d.vlad" % (os.environ.get("GEN", "gen3"), seed))
     with open(path, "w") as f: f.write(prog)
     res = {name: run(path, extra) for name, extra in SETTINGS}
-    probs = []
-    for name, (rc, out, err) in res.items():
-        if rc == 124: probs.append("timeout:%s" % name)
-        elif rc != 0:
-            msg = err.strip().splitlines()[0] if err.strip() else "rc=%d" % rc
-            probs.append("error:%s:%s" % (name, re.sub(r"^\S+:\d+:\d+: ", "", msg)[:150]))
-    ref = res["off"][1].splitlines()
+    probs = run_problems(res)
     for name in [n for n, _ in SETTINGS if n != "off"]:
-        o = res[name][1].splitlines()
-        if res[name][0] == 0 and res["off"][0] == 0:
-            if len(o) != len(ref) or any(shape(a) != shape(b) or not allclose(nums(a), nums(b), 1e-9) for a, b in zip(o, ref)):
-                probs.append("jitdiff:%s" % name)
-            elif o != ref:
-                probs.append("jitdiff-tiny:%s" % name)
+        probs += tier_diff(name, res)
     for name in [n for n, _ in SETTINGS]:
         if res[name][0] == 0:
             probs += ["%s:%s" % (name, p) for p in check(meta["checks"], res[name][1].splitlines())]
-    if probs:
-        with open("%s/d%d.vlad" % (OUT, seed), "w") as f: f.write(prog)
-        with open("%s/d%d.out" % (OUT, seed), "w") as f:
-            for name, (rc, out, err) in res.items():
-                f.write("=== %s rc=%d\n%s\n--- stderr\n%s\n" % (name, rc, out, err[:2000]))
-    else:
-        os.remove(path)
+    keep_case(OUT, "d", seed, prog, res, path, probs)
     return seed, meta, probs
 
 if __name__ == "__main__":
     first, count = int(sys.argv[1]), int(sys.argv[2])
     only = sys.argv[3] if len(sys.argv) > 3 else None
     os.makedirs(os.path.join(HUNT, "work"), exist_ok=True)
-    log = open(os.path.join(HUNT, "log-%s-%d%s.jsonl") % (os.environ.get("GEN", "gen3"), first, "-" + only if only else ""), "w")
-    with ThreadPoolExecutor(int(os.environ.get("J", "2"))) as ex:
-        for seed, meta, probs in ex.map(lambda s: one(s, only), range(first, first + count)):
-            log.write(json.dumps({"seed": seed, "shape": meta["shape"], "kind": meta["kind"], "nest": meta["nest"], "probs": probs}) + "\n")
-            log.flush()
-            if probs:
-                print(seed, meta["shape"], meta["nest"], probs, flush=True)
+    log = os.path.join(HUNT, "log-%s-%d%s.jsonl") % (os.environ.get("GEN", "gen3"), first, "-" + only if only else "")
+    run_seeds(log, lambda s: one(s, only), first, count, int(os.environ.get("J", "2")))
