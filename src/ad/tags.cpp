@@ -162,6 +162,14 @@ bool inert(Value v) {
           !has_constants(static_cast<Closure*>(v.as_obj())->lambda));
 }
 
+// Whether two closures are one procedure whose lambdas differ: a transform of a raw
+// backpropagator and the transform of its tagged version (the raw variant, which a transformed
+// BackCall calls), their environments the same free variables in the same order. Reverse over
+// reverse sums their sensitivities (plus_closures); reverse over forward bundles them (bundle_raw).
+bool raw_variants(const Closure* x, const Closure* y) {
+  return (x->lambda->raw_variant == y->lambda || y->lambda->raw_variant == x->lambda) && x->aux == y->aux;
+}
+
 Value lazy_zero(Value v, int strip);
 
 // A closure of lam with its constants as free variables (lam->cc): the environment values part(i)
@@ -685,11 +693,7 @@ namespace {
 Value plus_closures(Value a, Value b) {
   Closure* x = as_closure(a);
   Closure* y = as_closure(b);
-  // (a transform of a raw backpropagator and the transform of its tagged version — the raw
-  // variant, which a transformed BackCall calls — are one procedure, their environments the
-  // same free variables in the same order: reverse over reverse sums their sensitivities)
-  bool variants = x->lambda->raw_variant == y->lambda || y->lambda->raw_variant == x->lambda;
-  if ((x->lambda == y->lambda || variants) && x->aux == y->aux && !has_constants(x->lambda)) {
+  if ((x->lambda == y->lambda || raw_variants(x, y)) && x->aux == y->aux && !has_constants(x->lambda)) {
     int n = (int)x->aux;
     if (n == 0) return a;
     Value r = make_closure(x->lambda, nullptr, n);
@@ -931,15 +935,13 @@ Value bundle_raw(Value p, Value t) {
         // (a closure that holds no real — a primitive's reverse version — has only a zero
         // tangent, which a tangent without a real stands for, as for an atom above: reverse over
         // forward over reverse over reverse of a function passing + to fold)
-        if (inert(p) && inert(t)) return closure_of(forward_transform(c->lambda), nullptr);
-        nonconform("bundle", p, t);
+        if (!inert(p) || !inert(t)) nonconform("bundle", p, t);
+        t = p;
+        tangent_zero = true;
       }
-      // (a transform of a raw backpropagator and the transform of its tagged version — the raw
-      // variant — are one procedure, their environments the same free variables in the same
-      // order, as plus_closures takes them: reverse over forward over reverse over reverse)
-      Lambda* tl = as_closure(t)->lambda;
-      bool variants = (tl->raw_variant == c->lambda || c->lambda->raw_variant == tl) && as_closure(t)->aux == c->aux;
-      if ((tl == c->lambda || variants) && (tangent_zero || !has_constants(c->lambda))) {
+      // (or the raw variant of c: reverse over forward over reverse over reverse)
+      if ((as_closure(t)->lambda == c->lambda || raw_variants(c, as_closure(t))) &&
+          (tangent_zero || !has_constants(c->lambda))) {
         // (the forward transform bundles the lambda's constants with zero tangents)
         Lambda* fl = forward_transform(c->lambda);
         int n = (int)c->aux;
