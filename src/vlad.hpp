@@ -273,6 +273,7 @@ class Interpreter {
     std::uint64_t analysis_bytes = 0;    // their bytes
     std::uint64_t transformed_bindings = 0;  // bindings the forward and reverse transforms emitted
     std::uint64_t native_bodies = 0;         // bodies the native tier compiled
+    std::uint64_t analysis_ns = 0;           // the wall time analysis took, in nanoseconds
   };
   Meter meter() const;
   // Sets every count to zero.

@@ -244,6 +244,13 @@ objs=$(printf '%s\n' "$ERR" | sed -n 's/^# heap objects allocated: //p')
 if [ -n "$apps" ] && [ "$apps" -ge 5000 ] && [ "$apps" -le 5010 ] && [ -n "$steps" ] && [ "$steps" -gt "$apps" ] && [ -n "$objs" ]; then
   ok "--meter reports applications ($apps), steps ($steps) and heap objects ($objs)"
 else notok "--meter reports applications, steps and heap objects" "stderr '$(one_line "$ERR")'"; fi
+# analysis counted apart, with its wall time (a gradient's first call transforms; a time is never asserted)
+printf '(define (f x) (* x (sin x)))\n((gradient-R f) 2)\n' >analysis.vlad
+run "$V" --meter analysis.vlad
+bindings=$(printf '%s\n' "$ERR" | sed -n 's/^# analysis (expansion, transforms, compilation): .* \([0-9]*\) transformed bindings, [0-9]* us$/\1/p')
+if [ -n "$bindings" ] && [ "$bindings" -gt 0 ]; then
+  ok "--meter reports analysis: $bindings transformed bindings and the time taken"
+else notok "--meter reports analysis with its time" "stderr '$(one_line "$ERR")'"; fi
 
 # ---------------------------------------------------------------- the native tier
 # The same answers, counts and errors with the tier off and on; on, the loop's body is compiled.

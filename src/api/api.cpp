@@ -142,6 +142,7 @@ Interpreter::Meter Interpreter::meter() const {
   m.analysis_bytes = v[7];
   m.transformed_bindings = v[8];
   m.native_bodies = v[9];
+  m.analysis_ns = v[10];
   return m;
 }
 void Interpreter::measure_retained(bool on) { detail::session_measure_retained(impl_, on); }

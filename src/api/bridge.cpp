@@ -340,7 +340,8 @@ std::vector<uint64_t> session_meter_all(Session* s) {
   return guarded([&] {
     const WorkCounters& w = s->in->work_total;
     return std::vector<uint64_t>{meter_total(*s->in), w.steps, w.applications, w.objects, w.bytes, w.retained_peak,
-                                 w.analysis_objects, w.analysis_bytes, w.transformed_bindings, w.native_bodies};
+                                 w.analysis_objects, w.analysis_bytes, w.transformed_bindings, w.native_bodies,
+                                 w.analysis_ns};
   });
 }
 

@@ -401,7 +401,8 @@ std::string meter_report(const Interp& in) {
   out += "# heap bytes allocated: " + std::to_string(w.bytes) + "\n";
   out += "# analysis (expansion, transforms, compilation): " + std::to_string(w.analysis_steps) + " steps, " +
          std::to_string(w.analysis_objects) + " objects, " + std::to_string(w.analysis_bytes) + " bytes, " +
-         std::to_string(w.transformed_bindings) + " transformed bindings\n";
+         std::to_string(w.transformed_bindings) + " transformed bindings, " +
+         std::to_string(w.analysis_ns / 1000) + " us\n";
   out += std::string("# native tier: ") + (in.jit ? "on" : "off") + ", " + std::to_string(w.native_bodies) +
          " bodies compiled (" + std::to_string(w.native_instructions) + " instructions, " +
          std::to_string(w.native_ns / 1000) + " us)" +

@@ -1,6 +1,7 @@
 // heap.cpp — allocation on the Boehm collector (one entry point each for scanned and atomic memory),
 // constructors for heap values, and the symbol table.
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <cstdio>
 #include <unistd.h>
@@ -107,9 +108,16 @@ constexpr uint64_t kAnalysisNoCollect = 32u << 20;
 static thread_local bool analysis_gc_off = false;
 static thread_local uint64_t analysis_start = 0;
 
+static uint64_t now_ns() {
+  return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 AnalysisScope::AnalysisScope()
     : steps_(work.steps), objects_(work.objects), bytes_(work.bytes), outer_(analysis_depth++ == 0) {
   if (outer_) {
+    start_ns_ = now_ns();
     GC_disable();
     analysis_gc_off = true;
     analysis_start = work.bytes;
@@ -133,6 +141,7 @@ AnalysisScope::~AnalysisScope() {
   work.analysis_steps += s;
   work.analysis_objects += o;
   work.analysis_bytes += b;
+  work.analysis_ns += now_ns() - start_ns_;
 }
 
 void* gc_alloc_uncollectable(size_t bytes) {

@@ -160,6 +160,7 @@ struct WorkCounters {
   // The same work done once per lambda: expansion, transforms, compilation (and the steps of
   // building a primitive's rule closure), kept apart so that the counts above measure running code.
   uint64_t analysis_steps, analysis_objects, analysis_bytes;
+  uint64_t analysis_ns;  // the wall time of analysis (outermost scopes)
   uint64_t transformed_bindings;  // bindings emitted by the forward and reverse transforms
   uint64_t retained_peak;  // reachable_bytes of a backpropagator a program called, the most seen
   // The native tier: bodies compiled, their instructions (branches included) and the time taken.
@@ -175,6 +176,7 @@ struct WorkCounters {
     analysis_steps += o.analysis_steps;
     analysis_objects += o.analysis_objects;
     analysis_bytes += o.analysis_bytes;
+    analysis_ns += o.analysis_ns;
     transformed_bindings += o.transformed_bindings;
     if (o.retained_peak > retained_peak) retained_peak = o.retained_peak;
   }
@@ -207,7 +209,7 @@ class AnalysisScope {
   AnalysisScope& operator=(const AnalysisScope&) = delete;
 
  private:
-  uint64_t steps_, objects_, bytes_;
+  uint64_t steps_, objects_, bytes_, start_ns_ = 0;
   bool outer_;
 };
 

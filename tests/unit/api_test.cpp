@@ -417,7 +417,9 @@ TEST_CASE("api: meter() counts steps, applications, allocation and what backprop
     vm.eval_string("(g " + std::to_string(n) + ")");
     return vm.meter();
   };
-  run(1000);  // transforms and compiles everything once
+  vlad::Interpreter::Meter first = run(1000);  // transforms and compiles everything once
+  CHECK(first.transformed_bindings > 0);
+  CHECK(first.analysis_ns > 0);  // (its wall time: never compared with a figure)
   vlad::Interpreter::Meter a = run(1000), b = run(2000);
   CHECK(b.operations == vm.meter_total());
   CHECK(b.operations == 2 * a.operations - 1);  // (= k n) n+1 times, sin and * n times
