@@ -283,8 +283,14 @@ class Interpreter {
   // The most the collected heap may grow to, for the whole process (shared by every
   // interpreter; default 3/4 of physical memory). Past it an evaluation raises Error
   // "heap limit exceeded" and the interpreter stays usable.
+  // (0: no limit.)
   static void set_heap_limit(std::size_t bytes);
   static std::size_t heap_limit();
+  // The most nested non-tail calls an evaluation may make (default 4,000,000, as `vlad
+  // --depth-limit`; at least 1), counting those of the evaluations a host function starts from
+  // inside one: past it, Error "recursion depth limit exceeded" and the interpreter stays usable.
+  void set_depth_limit(long calls);
+  long depth_limit() const;
   // The native tier: hot bodies compiled to machine code (on by default where supported;
   // the environment variable VLAD_JIT=off turns the default off). Results are the same either
   // way; set_jit(true) where it is not supported leaves it off.

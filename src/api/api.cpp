@@ -148,6 +148,8 @@ Interpreter::Meter Interpreter::meter() const {
 void Interpreter::measure_retained(bool on) { detail::session_measure_retained(impl_, on); }
 void Interpreter::set_heap_limit(std::size_t bytes) { detail::set_heap_limit_bytes(bytes); }
 std::size_t Interpreter::heap_limit() { return detail::heap_limit_bytes(); }
+void Interpreter::set_depth_limit(long calls) { detail::session_set_depth_limit(impl_, calls); }
+long Interpreter::depth_limit() const { return detail::session_depth_limit(impl_); }
 void Interpreter::set_jit(bool on) { detail::session_set_jit(impl_, on, 0); }
 bool Interpreter::jit() const { return detail::session_jit(impl_); }
 bool Interpreter::jit_supported() { return detail::jit_available(); }

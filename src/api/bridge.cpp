@@ -322,9 +322,13 @@ void define_host(Session* s, const std::string& name, int arity,
     auto old = in.prim_by_name.find(intern(name));
     if (old != in.prim_by_name.end() && old->second->cls != PrimClass::Host)
       throw vlad::Error(where + ": cannot replace a builtin primitive");
-    for (const std::string& d : partials)
-      if (!in.prim_by_name.count(intern(d))) throw vlad::Error(where + ": no primitive " + d);
-    in.add_prim(make_host_prim(name, new Host{std::move(f), arity, std::move(partials)}));
+    std::vector<std::string> rule_names;
+    for (const std::string& d : partials) {
+      auto p = in.prim_by_name.find(intern(d));
+      if (p == in.prim_by_name.end()) throw vlad::Error(where + ": no primitive " + d);
+      rule_names.push_back(p->second->cls == PrimClass::Host ? host_alias(d) : d);
+    }
+    in.add_prim(make_host_prim(name, new Host{std::move(f), arity, std::move(partials)}, rule_names));
   });
 }
 
@@ -353,6 +357,9 @@ void session_set_jit(Session* s, bool on, unsigned runs) {
 }
 
 bool session_jit(Session* s) { return s->in->jit; }
+
+void session_set_depth_limit(Session* s, long calls) { s->in->depth_limit = calls < 1 ? 1 : calls; }
+long session_depth_limit(Session* s) { return s->in->depth_limit; }
 
 bool jit_available() { return jit_supported(); }
 

@@ -82,6 +82,8 @@ void session_meter_reset(Session* s);
 std::vector<uint64_t> session_meter_all(Session* s);
 void session_measure_retained(Session* s, bool on);
 void set_heap_limit_bytes(size_t bytes);
+void session_set_depth_limit(Session* s, long calls);
+long session_depth_limit(Session* s);
 // The native tier: on or off, and (when runs > 0) its threshold.
 void session_set_jit(Session* s, bool on, unsigned runs);
 bool session_jit(Session* s);

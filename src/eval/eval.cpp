@@ -1380,19 +1380,19 @@ Value back_call(Value bp, Value y, Value* out, Pos pos, bool three, bool record)
   return unsensitize(apply(bp, sensitize(y), pos));
 }
 
-void attach_trace(Error& e) {
+void attach_trace(Error& e, long base) {
   if (e.traced) return;
   e.traced = true;
   long d = std::min(e.depth, call_capacity - 1);
-  if (d >= 1 && (!e.pos.file || internal(e.pos))) {
+  if (d > base && (!e.pos.file || internal(e.pos))) {
     // the innermost call with a known call site in the user's code
     Pos fallback = e.pos;
     e.pos = Pos();
-    for (long k = d; k >= 1 && !e.pos.file; k--)
+    for (long k = d; k > base && !e.pos.file; k--)
       if (call_records[k].pos.file && !internal(call_records[k].pos)) e.pos = call_records[k].pos;
     if (!e.pos.file) e.pos = fallback.file ? fallback : call_records[d].pos;
   }
-  for (long k = d; k >= 1; k--) {
+  for (long k = d; k > base; k--) {
     if (e.trace.size() >= 20) {
       e.trace_dropped = k;
       break;

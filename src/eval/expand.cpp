@@ -223,7 +223,10 @@ struct Expander {
 
   Var* global_ref(const char* name, Body* out, Pos pos) {
     Cell* c = in.cell(name, prelude);
-    if (prelude && c->value.is_obj() && kind_of(c->value) == Kind::Prim) return constant(out, c->value, pos);
+    // (a builtin is constant; a host primitive, which the host may register again, is not)
+    if (prelude && c->value.is_obj() && kind_of(c->value) == Kind::Prim &&
+        static_cast<Prim*>(c->value.as_obj())->cls != PrimClass::Host)
+      return constant(out, c->value, pos);
     Binding& b = emit(out, Op::Global, name, pos);
     b.cell = c;
     return b.x;

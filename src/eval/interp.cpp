@@ -27,9 +27,15 @@ void mark_raw_backpropagator(Lambda* outer) {
 void destroy_interp(Interp* in) {
   for (auto& [name, c] : in->prelude_cells) GC_FREE(c);
   for (auto& [name, c] : in->user_cells) GC_FREE(c);
+  // A primitive outlives its interpreter while a value the host holds refers to it (it prints as
+  // before); what it needed of the interpreter goes: its rules' closures, and a host primitive's
+  // function, which calling it then reports (prims.cpp).
   for (Prim* p : in->prims) {
     delete p->host;
-    GC_FREE(p);
+    p->host = nullptr;
+    p->fwd = Value::unbound();
+    p->rev = Value::unbound();
+    p->shared_bp_bits = 0;
   }
   if (in->zero_bp) GC_FREE(in->zero_bp);
   if (in->builtin_projections) GC_FREE(in->builtin_projections);
@@ -144,7 +150,8 @@ void Interp::add_prim(Prim* p) {
   prims.push_back(p);
   prim_by_name[p->name] = p;
   meter.push_back(0);
-  cell(p->name, true)->value = Value::obj(p);
+  // (a host primitive is in the prelude's namespace only under its alias: prims.hpp)
+  cell(p->cls == PrimClass::Host ? intern(host_alias(p->name)) : p->name, true)->value = Value::obj(p);
   Cell* u = cell(p->name, false);
   u->value = Value::obj(p);
   user_cell_written(u);

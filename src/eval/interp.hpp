@@ -18,7 +18,9 @@ struct Interp {
   // Two global namespaces: the prelude's (closed over the builtins) and the user's, which starts
   // as a copy of the prelude's and may shadow any name.
   std::unordered_map<const char*, Cell*> prelude_cells, user_cells;
-  std::vector<Prim*> prims;
+  // Every primitive, by id: the collector's objects, kept alive by this table (uncollectable,
+  // scanned) while the interpreter lives, and after it by the values that still refer to them.
+  std::vector<Prim*, traceable_allocator<Prim*>> prims;
   std::unordered_map<const char*, Prim*> prim_by_name;
   std::vector<uint64_t> meter;  // per prim id
   WorkCounters work_total{};      // steps, applications, allocation, of evaluations that have ended
@@ -102,7 +104,7 @@ Value apply_split(Value f, Value arg, Pos call_pos, Value* out);
 Value back_call(Value bp, Value y, Value* out, Pos pos, bool three = false, bool record = true);
 // Fills an error's location (when missing) and call trace from this thread's call records.
 // Call where the error is caught, before evaluating anything else.
-void attach_trace(Error& e);
+void attach_trace(Error& e, long base = 0);  // (the calls above depth `base` only)
 // Frees this thread's call records (when an evaluation thread ends).
 void release_call_records();
 // Forgets which backpropagator the meter last measured (an evaluation starts afresh).

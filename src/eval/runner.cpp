@@ -31,8 +31,17 @@ struct ThreadJob {
   std::exception_ptr error;
 };
 
+// How many evaluations are running on this thread: more than one when a host function that an
+// evaluation called starts another (run_on_big_stack).
+thread_local int evaluations_here = 0;
+struct EvaluationHere {
+  EvaluationHere() { evaluations_here++; }
+  ~EvaluationHere() { evaluations_here--; }
+};
+
 // Runs a job on this (evaluation) thread, from its top level, and leaves the thread as it found it.
 void run_job(ThreadJob* job) {
+  EvaluationHere here;
   collect_after_heap_limit();  // (an earlier evaluation's garbage, if it stopped at the limit)
   current = job->in;
   work = WorkCounters();
@@ -104,8 +113,8 @@ void trim_stack(void* stack, size_t size) {
 // each is "blocked" for the collector (GC_do_blocking): a collection scans their stacks as they
 // are at the wait instead of stopping them with signals and waking them to answer (on two cores
 // that was a third of a collection of a small heap, 0.60 -> 0.37 ms each). A second evaluation
-// started while the kept thread is busy (another host thread's, or one from inside a host
-// function) gets a thread of its own, as before.
+// started while the kept thread is busy on another host thread gets a thread of its own; one
+// started from inside a host function runs where it is (run_on_big_stack).
 struct Worker {
   pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t posted = PTHREAD_COND_INITIALIZER, finished = PTHREAD_COND_INITIALIZER;
@@ -221,6 +230,40 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
   // The collector is set up (all-interior-pointers off) before its first use, which creating a
   // thread through it would be: changed after, its size tables no longer fit.
   gc_init();
+  // From inside an evaluation on this thread (a host function calling the interpreter): here,
+  // on the same stack, above the caller's calls, which count with its own against the depth
+  // limit. (A thread and a stack of its own each time was 2 MiB a level: a huge page each.)
+  if (evaluations_here > 0) {
+    EvaluationHere here;
+    Interp* saved = current;
+    WorkCounters saved_work = work;
+    long base = eval_depth;
+    current = in;
+    work = WorkCounters();
+    jit_evaluation_begins();
+    auto finish = [&] {
+      if (in) in->work_total.add(work);
+      work = saved_work;
+      current = saved;
+      eval_depth = base;
+      jit_evaluation_ends();
+    };
+    try {
+      fn();
+    } catch (Error& e) {
+      attach_trace(e, base);
+      finish();
+      throw;
+    } catch (const std::bad_alloc&) {
+      finish();
+      throw memory_error();
+    } catch (...) {
+      finish();
+      throw;
+    }
+    finish();
+    return;
+  }
   ThreadJob job{in, &fn, nullptr};
   Worker* w = idle_worker.exchange(nullptr);
   if (!w) w = start_worker();
@@ -232,6 +275,7 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
     return;
   }
   // No thread: run here, with the limit at this thread's stack.
+  EvaluationHere here;
   Interp* saved = current;
   WorkCounters saved_work = work;
   current = in;

@@ -200,6 +200,7 @@ Value p_error(Prim*, Value v) {
 // Host primitives: the reals of the argument go to the host's function; an exception it throws
 // becomes an Error naming the primitive, so it reaches the host as a vlad::Error with a trace.
 Value call_host(Prim* p, const std::vector<double>& xs) {
+  if (!p->host) throw Error(std::string(p->name) + ": its interpreter has been destroyed");
   try {
     return Value::real(p->host->f(xs));
   } catch (const std::exception& e) {
@@ -209,6 +210,7 @@ Value call_host(Prim* p, const std::vector<double>& xs) {
   }
 }
 Value p_host1(Prim* p, Value v) {
+  if (!p->host) return call_host(p, {});
   int n = p->host->arity;
   if (n == 1) return call_host(p, {real_arg(p, v)});
   std::string expected = "a tuple of " + std::to_string(n) + " reals";
@@ -432,7 +434,7 @@ namespace {
 
 Prim* new_prim(const char* name, int arity, PrimClass cls, Value (*fn1)(Prim*, Value),
                Value (*fn2)(Prim*, Value, Value), const std::string& fwd, const std::string& rev) {
-  Prim* p = static_cast<Prim*>(gc_alloc_uncollectable(sizeof(Prim)));
+  Prim* p = static_cast<Prim*>(gc_alloc(sizeof(Prim)));  // (kept by Interp::prims)
   new (p) Prim();
   p->kind = Kind::Prim;
   p->name = intern(name);
@@ -449,29 +451,33 @@ Prim* new_prim(const char* name, int arity, PrimClass cls, Value (*fn1)(Prim*, V
 
 }  // namespace
 
-std::vector<Prim*> make_builtin_prims() {
-  std::vector<Prim*> out;
+std::vector<Prim*, traceable_allocator<Prim*>> make_builtin_prims() {
+  std::vector<Prim*, traceable_allocator<Prim*>> out;
   for (const Row& r : table()) out.push_back(new_prim(r.name, r.arity, r.cls, r.fn1, r.fn2, r.fwd, r.rev));
   return out;
 }
 
+std::string host_alias(const std::string& name) { return "%host:" + name; }
+
 // The rules are the builtins' (fwd_unary ... rev_tuple) with calls of the partials' primitives as
 // the partial derivatives, so forward, reverse and nested AD of a host primitive work as for `sin`.
-Prim* make_host_prim(const std::string& name, Host* host) {
+// They name the primitive and its partials by their prelude aliases, which the expander leaves
+// late-bound: a partial registered again is what the rules call from then on.
+Prim* make_host_prim(const std::string& name, Host* host, const std::vector<std::string>& rule_names) {
   int n = host->arity;
-  std::string fwd, rev;
+  std::string fwd, rev, op = host_alias(name);
   if (!host->partials.empty()) {
     if (n == 1) {
-      std::string d = "(" + host->partials[0] + " x)";
-      fwd = fwd_unary(name, d);
-      rev = rev_unary(name, d);
+      std::string d = "(" + rule_names[0] + " x)";
+      fwd = fwd_unary(op, d);
+      rev = rev_unary(op, d);
     } else {
       std::vector<std::string> d;
-      for (const std::string& partial : host->partials) d.push_back(tuple_call(partial, n));
+      for (const std::string& partial : rule_names) d.push_back(tuple_call(partial, n));
       std::string tan;
       std::string sens = partial_rules(d, &tan);
-      fwd = fwd_tuple(name, n, tan);
-      rev = rev_tuple(name, n, sens);
+      fwd = fwd_tuple(op, n, tan);
+      rev = rev_tuple(op, n, sens);
     }
   }
   Prim* p = new_prim(name.c_str(), n == 2 ? 2 : 1, PrimClass::Host, n == 2 ? nullptr : p_host1,

@@ -53,10 +53,16 @@ struct Host {
 Value apply_prim(Prim* p, Value arg);
 
 // The builtin table, instantiated per interpreter.
-std::vector<Prim*> make_builtin_prims();
+// (the collector's objects: the table keeps them alive until the interpreter's takes over)
+std::vector<Prim*, traceable_allocator<Prim*>> make_builtin_prims();
 // A primitive calling host->f (which it owns); its rules call the primitives host->partials,
-// which must be registered under those names too.
-Prim* make_host_prim(const std::string& name, Host* host);
+// which must be registered under those names too. `rule_names` are what its rules call them:
+// host_alias(d) for a host primitive d, d itself for a builtin.
+Prim* make_host_prim(const std::string& name, Host* host, const std::vector<std::string>& rule_names);
+// The name of host primitive NAME in the prelude's namespace, where its rules (and its partials'
+// rules) refer to it: not NAME, which would shadow a library function of that name, and would
+// be captured by the rules' own variables (x, p, b, ...) if NAME were one of theirs.
+std::string host_alias(const std::string& name);
 
 // Metering: primitive operation counts of the current thread's interpreter.
 void meter_count(Prim* p);

@@ -323,8 +323,8 @@ TEST_CASE("api: evaluations one after another share one stack, deep recursion in
   }
 }
 
-TEST_CASE("api: an evaluation started inside another (from a host function) runs on a thread of its own") {
-  // (the kept evaluation thread is busy running the outer one)
+TEST_CASE("api: an evaluation started inside another (from a host function), of another interpreter") {
+  // (it runs on the outer one's thread and stack, above its calls)
   vlad::Interpreter inner;
   vlad::Value cube = inner.eval_string("(lambda (x) (* x (* x x)))");
   vlad::Interpreter vm;
@@ -602,6 +602,125 @@ TEST_CASE("api: host primitives without derivatives, and host exceptions") {
   CHECK(error_of([&] { vm.call(vm.global("explode"), 1, 2); }) == "explode: boom from host");
   // Still usable.
   CHECK(vlad::to_real(vm.eval_string("(plain 2)")) == 6);
+}
+
+TEST_CASE("api: a host primitive may have any name: its rules' variables', the library's") {
+  // Unary and binary, named as the variables of the rules that differentiate them (x, b, dx,
+  // xr; p, t, x1, x2, b): forward, reverse and nested, against the analytic derivatives.
+  for (const char* name : {"x", "b", "dx", "xr", "y"}) {
+    CAPTURE(name);
+    vlad::Interpreter vm;
+    vm.define_primitive(name, 1, vlad::HostFunction(h_f, {vlad::HostFunction(h_d, {h_dd})}));
+    std::string n = name;
+    CHECK(vlad::to_real(vm.eval_string("((derivative " + n + ") 0.7)")) == doctest::Approx(h_d({0.7})));
+    CHECK(vlad::to_real(vm.eval_string("((gradient " + n + ") 0.7)")) == doctest::Approx(h_d({0.7})));
+    CHECK(vlad::to_real(vm.eval_string("((gradient (derivative " + n + ")) 0.7)")) == doctest::Approx(h_dd({0.7})));
+  }
+  for (const char* name : {"p", "t", "x1", "x2", "dx1", "b", "xr"}) {
+    CAPTURE(name);
+    vlad::Interpreter vm;
+    vm.define_primitive(name, 2, g_host());
+    std::string n = name;
+    vlad::Value g = vm.eval_string("((gradient " + n + ") 1.5 0.7)");
+    CHECK(vlad::to_real(vlad::car(g)) == doctest::Approx(2 * 1.5 * 0.7));
+    CHECK(vlad::to_real(vlad::cdr(g)) == doctest::Approx(1.5 * 1.5 + std::cos(0.7)));
+    vm.eval_string("(define (G v) (" + n + " (car v) (car (cdr v))))");
+    std::vector<double> gf = vlad::to_vector(vm.eval_string("((gradient-F G) (list 1.5 0.7))"));
+    CHECK(gf[1] == doctest::Approx(1.5 * 1.5 + std::cos(0.7)));
+    std::vector<vlad::Value> rows = vlad::to_list(vm.eval_string("((hessian G) (list 1.5 0.7))"));
+    REQUIRE(rows.size() == 2);
+    CHECK(vlad::to_vector(rows[0])[1] == doctest::Approx(2 * 1.5));
+    CHECK(vlad::to_vector(rows[1])[1] == doctest::Approx(-std::sin(0.7)));
+  }
+  // Named as library functions and AD operators: the program sees the host's, the library and
+  // the API's AD members keep their own (as with a (define (e x) ...) in VLAD).
+  for (const char* name : {"e", "length", "map", "map-n", "j*", "gradient", "derivative", "gradient-R",
+                           "hessian-vector-product", "%backcall", "%tangent-of"}) {
+    CAPTURE(name);
+    vlad::Interpreter vm;
+    vm.define_primitive(name, 1, vlad::HostFunction([](Args a) { return 10 * a[0]; }, {[](Args) { return 10.0; }}));
+    std::string n = name;
+    CHECK(vlad::to_real(vm.eval_string("(" + n + " 2)")) == 20);
+    vm.eval_string("(define (f v) (* (car v) (* (car v) (car (cdr v)))))");
+    CHECK(vlad::to_string(vm.eval_string("((hessian f) (list 1 2))")) == "((4 2) (2 0))");
+    vlad::Value sq = vm.eval_string("(lambda (x) (* x x))");
+    CHECK(vm.gradient(vm.eval_string("(lambda (v) (* (car v) (car v)))"), std::vector<double>{3})[0] == 6);
+    CHECK(vlad::to_real(vm.derivative(sq, 3)) == 6);
+    std::vector<double> hv = vm.hessian_vector_product(vm.global("f"), {1, 2}, {1, 0});
+    CHECK(hv[0] == 4);
+    CHECK(hv[1] == 2);
+  }
+}
+
+TEST_CASE("api: a partial registered again is what forward and reverse mode call from then on") {
+  vlad::Interpreter vm;
+  vm.define_primitive("hp", 1, vlad::HostFunction([](Args a) { return a[0] * a[0]; },
+                                                  {vlad::HostFunction([](Args) { return 5.0; }, {[](Args) { return 0.0; }})}));
+  CHECK(vlad::to_real(vm.eval_string("((derivative hp) 3)")) == 5);
+  CHECK(vlad::to_real(vm.eval_string("((gradient hp) 3)")) == 5);
+  CHECK(vlad::to_real(vm.eval_string("((gradient (derivative hp)) 3)")) == 0);
+  vm.define_primitive("hp/d0", 1, vlad::HostFunction([](Args a) { return 2 * a[0] + 1; }, {[](Args) { return 2.0; }}));
+  CHECK(vlad::to_real(vm.eval_string("(hp/d0 3)")) == 7);
+  CHECK(vlad::to_real(vm.eval_string("((derivative hp) 3)")) == 7);
+  CHECK(vlad::to_real(vm.eval_string("((gradient hp) 3)")) == 7);
+  CHECK(vlad::to_real(vm.eval_string("((gradient (derivative hp)) 3)")) == 2);
+  CHECK(vlad::to_real(vm.eval_string("((derivative (gradient hp)) 3)")) == 2);
+}
+
+TEST_CASE("api: primitives the host holds outlive their interpreter") {
+  vlad::Value s, h, l;
+  {
+    vlad::Interpreter vm;
+    vm.define_primitive("hq", 1, vlad::HostFunction([](Args a) { return a[0] * a[0]; }));
+    s = vm.eval_string("sin");
+    h = vm.eval_string("hq");
+    l = vm.eval_string("(list sin hq car)");
+  }
+  GC_gcollect();
+  vlad::Interpreter vm2;  // (allocates primitives of its own, where the old ones were if freed)
+  vm2.eval_string("(define junk (map-n (lambda (i) (cons i i)) 10000))");
+  GC_gcollect();
+  CHECK(vlad::to_string(s) == "#<procedure sin>");
+  CHECK(vlad::to_string(h) == "#<procedure hq>");
+  CHECK(vlad::to_string(l) == "(#<procedure sin> #<procedure hq> #<procedure car>)");
+  CHECK(vlad::is_procedure(h));
+  // (calling one with another interpreter is not allowed; it is an error, not a crash)
+  CHECK(error_of([&] { vm2.call(h, 3.0); }) == "hq: its interpreter has been destroyed");
+}
+
+TEST_CASE("api: host -> VLAD -> host recursion runs on one stack, counted against the depth limit") {
+  vlad::Interpreter vm;
+  vlad::Interpreter* vp = &vm;
+  vm.define_primitive("hrec", 1, vlad::HostFunction([vp](Args a) {
+    if (a[0] <= 0) return 0.0;
+    return 1 + vlad::to_real(vp->call(vp->global("vrec"), a[0] - 1));
+  }));
+  vm.eval_string("(define (vrec n) (+ 0 (hrec n)))");
+  // 20,000 levels (each took a thread and a 2 MiB huge page of stack of its own: 40 GB)
+  CHECK(vlad::to_real(vm.call(vm.global("vrec"), 20000.0)) == 20000);
+  CHECK(vm.depth_limit() == 4000000);
+  vm.set_depth_limit(500);
+  CHECK(vm.depth_limit() == 500);
+  CHECK(error_of([&] { vm.call(vm.global("vrec"), 1000.0); }).find("recursion depth limit exceeded (500 nested calls)") !=
+        std::string::npos);
+  CHECK(vlad::to_real(vm.call(vm.global("vrec"), 100.0)) == 100);  // usable, and within the limit
+  vm.set_depth_limit(4000000);
+  CHECK(vlad::to_real(vm.call(vm.global("vrec"), 1000.0)) == 1000);
+  // An error of the inner evaluation traces the inner calls only.
+  std::vector<std::string> inner_trace;
+  vm.define_primitive("hbad", 1, vlad::HostFunction([vp, &inner_trace](Args a) {
+    try {
+      return vlad::to_real(vp->call(vp->global("bad"), a[0]));
+    } catch (const vlad::Error& e) {
+      for (const auto& f : e.trace) inner_trace.push_back(f.name);
+      throw;
+    }
+  }));
+  vm.eval_string("(define (bad x) (+ 1 (car x)))\n(define (outer x) (* 2 (hbad x)))", "nest.vlad");
+  CHECK(error_of([&] { vm.eval_string("(outer 1)"); }) == "hbad: car: expected a pair, got 1");
+  REQUIRE(!inner_trace.empty());
+  CHECK(std::find(inner_trace.begin(), inner_trace.end(), "car") != inner_trace.end());
+  CHECK(std::find(inner_trace.begin(), inner_trace.end(), "outer") == inner_trace.end());
 }
 
 TEST_CASE("api: define_primitive rejects misuse") {
