@@ -559,6 +559,14 @@ printf '(define (sq x) (* x x))\n(sq 5)\n(car 5)\n(sq 6)\n' >pipe.in
 IN_FILE=pipe.in run 30 "$V"
 if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '25\n36')" ] && printf '%s' "$ERR" | grep -q 'error'; then ok "repl from a pipe: values, errors, recovery"
 else notok "repl from a pipe: values, errors, recovery" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+# many small lines (nearly all their allocation is analysis, which holds collections off): the
+# heap stays small (it grew to 480 MiB for these, with 0.3 MiB live)
+awk 'BEGIN { for (i = 0; i < 20000; i++) printf "(define (drag x) (* x (sin (+ x %d))))\n(drag 1.5)\n", i;
+             print ",meter (+ 1 2)" }' >lines.in
+IN_FILE=lines.in run 120 "$V"
+heap=$(printf '%s\n' "$OUT" | sed -n 's/^# collections: .*, heap \([0-9]*\) MiB.*/\1/p')
+if [ $RC -eq 0 ] && [ -n "$heap" ] && [ "$heap" -lt 100 ]; then ok "repl: 40,000 small lines keep the heap small ($heap MiB)"
+else notok "repl: 40,000 small lines keep the heap small" "exit $RC, heap '$heap', stderr '$(one_line "$ERR")'"; fi
 
 # regression: 200,000 nested parentheses typed at the REPL crashed its input scan (stack)
 { head -c 200000 /dev/zero | tr '\0' '('; head -c 200000 /dev/zero | tr '\0' ')'; echo; echo '(+ 1 2)'; } >nest.in
