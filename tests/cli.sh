@@ -436,6 +436,16 @@ for tier in on off; do
   if [ $RC -eq 1 ] && [ "$OUT" = "3 passed, 1 failed" ] && ! printf '%s' "$ERR" | grep -q terminate; then ok "--heap-limit: --check goes on after it, every later form evaluated (tier $tier)"
   else notok "--heap-limit: --check goes on after it (tier $tier)" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 done
+# a tail loop consing without end, three times: each time the REPL carries on with the list
+# collected (it stayed reachable, and every later form failed at the limit too)
+{ printf "(define (grow l) (grow (cons 1 l)))\n"
+  for i in 1 2 3; do printf "(grow '())\n(length (iota 100000))\n"; done; } >grow.in
+for tier in on off; do
+  IN_FILE=grow.in VLAD_JIT=$tier run 120 "$V" --heap-limit 64M
+  if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '100000\n100000\n100000')" ] && [ "$(printf '%s\n' "$ERR" | grep -c 'error: heap limit exceeded')" = 3 ]; then
+    ok "--heap-limit: after a tail loop's list filled the heap, the REPL carries on, three times (tier $tier)"
+  else notok "--heap-limit: after a tail loop's list filled the heap, the REPL carries on (tier $tier)" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+done
 run 120 "$V" --heap-limit 1G heap.vlad
 if [ $RC -eq 0 ] && printf '%s' "$OUT" | grep -qE '^-?[0-9]'; then ok "--heap-limit: under it the same gradient completes"
 else notok "--heap-limit: under it the same gradient completes" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi

@@ -268,6 +268,7 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
   Worker* w = idle_worker.exchange(nullptr);
   if (!w) w = start_worker();
   if (w) {
+    collect_after_heap_limit();  // (from here: the worker's stack, waiting, is scanned shallow)
     post(w, &job, false);
     blocking(wait_until_done, w);
     keep_or_end(w);
