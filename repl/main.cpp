@@ -21,9 +21,13 @@ namespace {
 
 std::atomic<Interp*> interruptible{nullptr};
 
+// Ctrl-C while no evaluation runs (at the prompt): the line being typed is dropped.
+volatile sig_atomic_t prompt_interrupted = 0;
+
 void on_sigint(int) {
   Interp* in = interruptible.load();
   if (in) in->interrupt = true;
+  else prompt_interrupted = 1;
 }
 
 const char* usage =
@@ -104,10 +108,19 @@ int repl(Interp& in) {
   for (;;) {
     std::string text;
     const char* prompt = "vlad> ";
+    bool dropped = false;
     for (;;) {
       std::cout.flush();
       std::cerr.flush();
+      prompt_interrupted = 0;
       char* line = readline(tty ? prompt : "");
+      if (prompt_interrupted) {  // Ctrl-C: not the end of input; what was typed goes
+        prompt_interrupted = 0;
+        free(line);
+        if (tty) std::cout << "\n";
+        dropped = true;
+        break;
+      }
       if (!line) {
         if (text.empty()) {
           if (tty) std::cout << "\n";
@@ -122,6 +135,7 @@ int repl(Interp& in) {
       if (text[0] == ',' || input_complete(text)) break;
       prompt = "  ... ";
     }
+    if (dropped) continue;
     std::string trimmed = text;
     while (!trimmed.empty() && isspace((unsigned char)trimmed.back())) trimmed.pop_back();
     if (trimmed.empty()) continue;

@@ -558,6 +558,25 @@ if [ "$(count 'interrupted')" -gt "$before" ]; then ok "repl: Ctrl-C interrupts 
 else notok "repl: Ctrl-C interrupts printing a huge shared structure" "$(pane | grep -v '^$' | tail -4 | tr '\n' '|')"; fi
 type_line '(sq 21)'
 repl_check "recovers after an interrupted print" '^441$' 5
+# Ctrl-C at the prompt, and in the middle of a multi-line input, drops what was typed (it ended
+# the session, as end of input would)
+sleep 0.3
+T send-keys -t vlad -l -- '(sq 7'
+sleep 0.3
+T send-keys -t vlad C-c
+sleep 0.3
+T send-keys -t vlad C-c
+sleep 0.3
+type_line '(sq 22)'
+repl_check "Ctrl-C at the prompt drops the line and the REPL carries on" '^484$' 5
+type_line '(+ (sq 3)'
+sleep 0.3
+T send-keys -t vlad C-c
+sleep 0.3
+type_line '(sq 23)'
+repl_check "Ctrl-C in a multi-line input drops it" '^529$' 5
+if pane | grep -qE '^(9|49)$|missing'; then notok "repl: Ctrl-C dropped input is not evaluated" "$(pane | grep -v '^$' | tail -8 | tr '\n' '|')"
+else ok "repl: input dropped by Ctrl-C is not evaluated"; fi
 T send-keys -t vlad C-d
 repl_check "Ctrl-D exits with status 0" '^\[vlad exited with status 0\]$' 5
 if [ -f "$HOME/.vlad_history" ] && grep -q 'sq' "$HOME/.vlad_history"; then ok "repl: history written to ~/.vlad_history"
