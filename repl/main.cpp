@@ -132,19 +132,22 @@ int repl(Interp& in) {
       text += line;
       text += "\n";
       free(line);
-      if (text[0] == ',' || input_complete(text)) break;
+      if (input_complete(text)) break;  // (a command's argument too: ,time over several lines)
       prompt = "  ... ";
     }
     if (dropped) continue;
     std::string trimmed = text;
     while (!trimmed.empty() && isspace((unsigned char)trimmed.back())) trimmed.pop_back();
+    trimmed.erase(0, std::min(trimmed.size(), trimmed.find_first_not_of(" \t\r\n")));
     if (trimmed.empty()) continue;
     add_history(trimmed.c_str());
     std::string src = text;
     enum { Eval, Time, Meter } mode = Eval;
-    if (trimmed[0] == ',') {
-      std::string cmd = trimmed.substr(1, trimmed.find(' ') == std::string::npos ? std::string::npos : trimmed.find(' ') - 1);
-      std::string arg = trimmed.find(' ') == std::string::npos ? "" : trimmed.substr(trimmed.find(' ') + 1);
+    if (trimmed[0] == ',') {  // ,COMMAND [ARGUMENT]: the argument after any blanks, lines included
+      size_t end = trimmed.find_first_of(" \t\r\n");
+      std::string cmd = trimmed.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+      size_t from = end == std::string::npos ? std::string::npos : trimmed.find_first_not_of(" \t\r\n", end);
+      std::string arg = from == std::string::npos ? "" : trimmed.substr(from);
       if (cmd == "quit" || cmd == "q") break;
       if (cmd == "help" || cmd == "h") { std::cout << help_text; continue; }
       if (cmd == "load") {

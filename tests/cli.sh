@@ -588,6 +588,13 @@ printf '(define (sq x) (* x x))\n(sq 5)\n(car 5)\n(sq 6)\n' >pipe.in
 IN_FILE=pipe.in run 30 "$V"
 if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '25\n36')" ] && printf '%s' "$ERR" | grep -q 'error'; then ok "repl from a pipe: values, errors, recovery"
 else notok "repl from a pipe: values, errors, recovery" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+# a datum comment over several lines; a command's argument over several lines; a command after blanks
+printf '#;(define (f x)\n  (* x x))\n(+ 1 2)\n(define (g x) (* x x))\n,time (g\n   7)\n  ,meter (g\n 3)\n\t,help\n' >pipe2.in
+IN_FILE=pipe2.in run 30 "$V"
+if [ $RC -eq 0 ] && [ "$(printf '%s\n' "$OUT" | grep -vE '^[;#*]|^  |^total|^Type|^Commands|^Ctrl' | tr '\n' ' ')" = "3 49 9 " ] &&
+   printf '%s' "$OUT" | grep -q ',load FILE' && printf '%s' "$OUT" | grep -q '^total primitive operations: 1$' && [ -z "$ERR" ]; then
+  ok "repl from a pipe: #; over lines, ,time and ,meter over lines, a command after blanks"
+else notok "repl from a pipe: #; over lines, commands over lines and after blanks" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 # many small lines (nearly all their allocation is analysis, which holds collections off): the
 # heap stays small (it grew to 480 MiB for these, with 0.3 MiB live)
 awk 'BEGIN { for (i = 0; i < 20000; i++) printf "(define (drag x) (* x (sin (+ x %d))))\n(drag 1.5)\n", i;

@@ -325,6 +325,8 @@ bool input_complete(const std::string& text) {
         else i++;
       }
       if (nest > 0) return false;
+    } else if (c == '#' && i + 1 < n && text[i + 1] == ';') {
+      i += 2;  // a datum comment: the datum after it is scanned as any other (not a line comment)
     } else {
       if (c == '(' || c == '[') depth++;
       else if (c == ')' || c == ']') depth--;
