@@ -1047,6 +1047,11 @@ Value tangent_part(Value v) {
       case Kind::Closure:
         if (is_forward_procedure(v)) return closure_of(current->tangent_fn, &v);
         break;
+      case Kind::Prim: {  // a primitive that is its own forward version (car, pair?, ...): so too
+        Prim* p = static_cast<Prim*>(v.as_obj());
+        if (!p->fwd_rule && p->cls != PrimClass::Host) return closure_of(current->tangent_fn, &v);
+        break;
+      }
       case Kind::Pair:
         return memo_pair(part_memo, v, Value::real(2), [&] { return cons(tangent_part(car(v)), tangent_part(cdr(v))); });
       case Kind::Zero: return zero_of(tangent_part(materialize_zero(v)));
