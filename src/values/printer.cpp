@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <unordered_map>
 
 #include "../ad/ad.hpp"
 #include "../eval/ast.hpp"
@@ -35,18 +36,40 @@ inline void poll() {
   if ((++nodes & 4095) == 0) poll_interrupt();
 }
 
-// True when every real leaf of v is wrapped in tag kind k (and at least one leaf is): such a pair
-// structure is the distributed form of one tagged pair, and prints with the tag at the root.
-bool distributed(Value v, Kind k, int& found) {
+// Whether every real leaf of v is wrapped in tag kind k, and whether one is: such a structure is
+// the distributed form of one tagged pair, and prints with the tag at the root. 0: no; 1: yes,
+// no leaf tagged (no real at all); 2: yes, a leaf tagged.
+int distributed(Value v, Kind k);
+
+// The answers for the pairs met while printing one value (write_string), by pair and kind: the
+// printer asks it of every pair it writes, and each question walked that pair's whole car-subtree
+// again (a list nested 40,000 deep in its cars took 10 s to print; 10^6 deep never ended).
+thread_local std::unordered_map<uintptr_t, uint8_t>* distributed_memo = nullptr;
+
+int distributed_part(Value v, Kind k) {
+  v = force(v);
+  if (!distributed_memo || !is_pair(v)) return distributed(v, k);
+  uintptr_t key = (uintptr_t)v.as_obj() | (k == Kind::Reverse ? 1 : 0);  // (objects are aligned)
+  auto it = distributed_memo->find(key);
+  if (it != distributed_memo->end()) return it->second;
+  int r = distributed(v, k);
+  (*distributed_memo)[key] = (uint8_t)r;
+  return r;
+}
+
+int distributed(Value v, Kind k) {
+  int state = 1;
   for (;;) {
     poll();
     v = force(v);
-    if (v.is_real()) return false;
-    if (!v.is_obj()) return true;
+    if (v.is_real()) return 0;
+    if (!v.is_obj()) return state;
     Kind vk = kind_of(v);
-    if (vk == k) { found++; return true; }
-    if (vk != Kind::Pair) return vk == Kind::String;
-    if (!distributed(car(v), k, found)) return false;
+    if (vk == k) return 2;
+    if (vk != Kind::Pair) return vk == Kind::String ? state : 0;
+    int c = distributed_part(car(v), k);
+    if (c == 0) return 0;
+    if (c == 2) state = 2;
     v = cdr(v);
   }
 }
@@ -92,10 +115,8 @@ void write(std::string& out, Value v, bool display) {
   if (!v.is_obj()) { out += "#<unbound>"; return; }
   switch (kind_of(v)) {
     case Kind::Pair: {
-      for (Kind k : {Kind::Bundle, Kind::Reverse}) {
-        int found = 0;
-        if (distributed(v, k, found) && found > 0) { write_tagged_root(out, v, k, display); return; }
-      }
+      for (Kind k : {Kind::Bundle, Kind::Reverse})
+        if (distributed_part(v, k) == 2) { write_tagged_root(out, v, k, display); return; }
       out += "(";
       write(out, car(v), display);
       Value p = force(cdr(v));
@@ -151,15 +172,25 @@ void write(std::string& out, Value v, bool display) {
   }
 }
 
+// While one value is printed: the memo of distributed() (the outermost print keeps it).
+struct PrintScope {
+  std::unordered_map<uintptr_t, uint8_t> memo;
+  bool outer = distributed_memo == nullptr;
+  PrintScope() { if (outer) distributed_memo = &memo; }
+  ~PrintScope() { if (outer) distributed_memo = nullptr; }
+};
+
 }  // namespace
 
 std::string write_string(Value v) {
+  PrintScope scope;
   std::string out;
   write(out, v, false);
   return out;
 }
 
 std::string display_string(Value v) {
+  PrintScope scope;
   std::string out;
   write(out, v, true);
   return out;
