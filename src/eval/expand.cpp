@@ -559,6 +559,15 @@ gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const st
     }
     TopLevel t;
     t.pos = form->pos;
+    // A keyword's calls stay the form's (cons, list, if, ...): defined, the name would be bound
+    // and never called (only a local binding shadows a keyword).
+    const Sx* name = target->type == Sx::Sym ? target : target->type == Sx::Pair ? target->car : nullptr;
+    if (name && name->type == Sx::Sym) {
+      for (const char* kw : {k.quote, k.lambda, k.define, k.let, k.letstar, k.letrec, k.if_, k.cond, k.else_, k.and_,
+                             k.or_, k.begin, k.cons, k.consstar, k.list, k.include})
+        if (name->text == kw)
+          syntax_error(std::string("define: ") + kw + " is syntax; it cannot be defined at top level", form);
+    }
     if (target->type == Sx::Sym) {
       if (args.size() != 2) syntax_error("define: expected (define name expression)", form);
       t.cell = in.cell(target->text, prelude);

@@ -239,7 +239,7 @@ void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<v
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       fprintf(stderr, "# time %s:%d: %.4f ms\n", pos.file ? pos.file : "?", pos.line, ms);
     }
-  } timer{time_forms && !opt.prelude, t0, form->pos};
+  } timer{time_forms && !opt.prelude && !opt.untimed, t0, form->pos};
   gc_vector<TopLevel> tops;
   {
     AnalysisScope analysis;
@@ -260,9 +260,37 @@ void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<v
   }
 }
 
+void predefine_procedures(Interp& in, const gc_vector<TopForm>& forms, const RunOptions& opt) {
+  if (opt.prelude || forms.size() < 2) return;
+  const char* define = intern("define");
+  const char* lambda = intern("lambda");
+  std::set<const char*> seen;
+  RunOptions quiet = opt;
+  quiet.untimed = true;
+  for (const TopForm& f : forms) {
+    Sx* form = f.form;
+    if (form->type != Sx::Pair || !sx_is_sym(form->car, define) || form->cdr->type != Sx::Pair) continue;
+    Sx* target = form->cdr->car;
+    const char* name = nullptr;
+    if (target->type == Sx::Pair) {  // (define (f p ...) ...), curried too
+      while (target->type == Sx::Pair) target = target->car;
+      if (target->type == Sx::Sym) name = target->text;
+    } else if (target->type == Sx::Sym && form->cdr->cdr->type == Sx::Pair) {  // (define f (lambda ...))
+      Sx* init = form->cdr->cdr->car;
+      if (init->type == Sx::Pair && sx_is_sym(init->car, lambda)) name = target->text;
+    }
+    if (!name || !seen.insert(name).second || !in.cell(name, false)->value.is_unbound()) continue;
+    try {
+      run_form(in, form, quiet, [](Value, Pos) {});
+    } catch (const Error&) {
+    }
+  }
+}
+
 void run_text(Interp& in, const std::string& text, const char* file, const RunOptions& opt,
               const std::function<void(Value, Pos)>& on_value) {
   gc_vector<TopForm> forms = read_program(text, file);
+  predefine_procedures(in, forms, opt);
   for (const TopForm& f : forms) {
     run_form(in, f.form, opt, on_value);
     jit_between_forms();  // (dead bodies' machine code released: jit.cpp)

@@ -118,11 +118,17 @@ Value closure_of(Lambda* lam, const Value* env);
 struct RunOptions {
   bool prelude = false;
   std::string dir;
+  bool untimed = false;  // (not reported by VLAD_TIME_FORMS: predefine_procedures' runs)
 };
 void run_text(Interp& in, const std::string& text, const char* file, const RunOptions& opt,
               const std::function<void(Value, Pos)>& on_value);
 // Runs one top-level form (a definition, an expression, an include) as run_text does.
 void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<void(Value, Pos)>& on_value);
+// Top-level definitions are mutually recursive, as if the program were one letrec (SPEC §2): an
+// expression may call a procedure defined further down. Before a program's forms run in order,
+// this makes the first definition of each procedure (a define of a lambda) whose name is not
+// defined yet; it is made again in its turn. (A failing one is left to that turn to report.)
+void predefine_procedures(Interp& in, const gc_vector<TopForm>& forms, const RunOptions& opt);
 std::string read_file(const std::string& path);
 
 }  // namespace vlad

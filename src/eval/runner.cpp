@@ -365,6 +365,11 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
     res.failed++;
     return res;
   }
+  {
+    RunOptions opt;
+    opt.dir = dir;
+    predefine_procedures(in, forms, opt);
+  }
   const char* error_sym = intern("error");
   for (const TopForm& f : forms) {
     Pos at = f.form->pos;
