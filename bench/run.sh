@@ -285,5 +285,13 @@ t1=$(date +%s%N)
 t2=$(date +%s%N)
 held=$(sed -n 's/.*machine code held \([0-9]*\) KiB, \([0-9]*\) dead.*/\1 KiB held, \2 bodies released/p' "$TMP/redefine.out")
 printf '  %-44s %10.3f s  %s\n' "REPL: 1,000 redefinitions, 100 gradients each" "$(calc "($t2 - $t1) / 1e9")" "${held:-?}"
+# Reverse over reverse through a 10^5-deep recursion: a long chain of wide objects for the
+# collector to mark (parallel marking overflowed its local mark stacks again and again: one marker).
+echo "(define (sum2 x n) (if (= n 0) 0 (+ (* x x) (sum2 x (- n 1)))))" >"$TMP/deep-rr.vlad"
+echo "((gradient (gradient (lambda (x) (sum2 x 100000)))) 1)" >>"$TMP/deep-rr.vlad"
+t1=$(date +%s%N)
+gcline=$("$V" --meter "$TMP/deep-rr.vlad" 2>&1 >/dev/null | sed -n 's/^# collections: \(.*\), heap.*/\1/p')
+t2=$(date +%s%N)
+printf '  %-44s %10.3f s  collections %s\n' "gradient of gradient through 10^5 nested calls" "$(calc "($t2 - $t1) / 1e9")" "${gcline:-?}"
 echo
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg); total bench time $(( $(date +%s) - BENCH_START )) s"

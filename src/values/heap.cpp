@@ -106,7 +106,15 @@ void gc_init() {
   static std::once_flag once;
   std::call_once(once, [] {
     // (if the host initialised the collector already, its setting stays: it cannot change now)
-    if (!GC_is_init_called()) GC_set_all_interior_pointers(0);
+    if (!GC_is_init_called()) {
+      GC_set_all_interior_pointers(0);
+      // One marker (unless GC_MARKERS says otherwise): with parallel marking, a long chain of
+      // wide objects (reverse over reverse through a 2*10^5-deep recursion) overflows the
+      // markers' fixed local mark stacks again and again, each overflow a rescan of the heap
+      // (3,500 of them: 4.9 s of a 7.6 s run; 25 s at 8*10^5), where one marker's stack grows
+      // (0.35 s). On the benchmarks' heaps the two are alike (make bench).
+      if (!getenv("GC_MARKERS") && !getenv("GC_NPROCS")) GC_set_markers_count(1);
+    }
     GC_INIT();
     GC_set_warn_proc(quiet_warning);
     GC_start_performance_measurement();  // the meter reports the time spent collecting
