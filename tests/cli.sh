@@ -495,6 +495,8 @@ run "$V" -e '(sqrt -1)'
 expect "(sqrt -1) prints +nan" 0 "+nan"
 run "$V" -e '(/ -1 0)'
 expect "(/ -1 0) prints -inf" 0 "-inf"
+run "$V" -e '(list (* -1 0) (/ 1 -0) (- 0 0))'
+expect "negative zero prints -0, which reads back as -0 (it printed 0)" 0 "(-0 -inf 0)"
 
 # ---------------------------------------------------------------- the REPL, through tmux
 if ! command -v tmux >/dev/null 2>&1; then

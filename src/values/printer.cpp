@@ -14,7 +14,7 @@ namespace vlad {
 std::string format_real(double d) {
   if (std::isnan(d)) return "+nan";
   if (std::isinf(d)) return d > 0 ? "+inf" : "-inf";
-  if (d == 0) return "0";  // also -0
+  if (d == 0) return std::signbit(d) ? "-0" : "0";  // (-0 reads back as -0: SPEC §4)
   char buf[64];
   if (d == std::floor(d) && std::fabs(d) < 1e21) {
     snprintf(buf, sizeof buf, "%.0f", d);
