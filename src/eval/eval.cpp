@@ -695,7 +695,10 @@ namespace {
 
 
 [[noreturn]] __attribute__((noinline, cold)) void depth_error(Interp* in) {
-  eval_depth--;
+  long depth = eval_depth--;
+  if (depth <= in->depth_limit)  // the evaluation stack ran out first: a higher limit cannot help
+    throw Error("recursion too deep: the evaluation stack is full before the depth limit (" +
+                std::to_string(in->depth_limit) + " nested calls) is reached");
   throw Error("recursion depth limit exceeded (" + std::to_string(in->depth_limit) +
               " nested calls); raise it with --depth-limit");
 }
