@@ -97,6 +97,15 @@ inline bool pair_view(Value v) { return is_j_pair_view(v) || is_zero_view(v); }
 
 // Whether both are the placeholder zero of backpropagator code (transform.cpp groups projections).
 Value p_zero_sens2p(Prim*, Value a, Value b) { return Value::boolean(a.is_zero_sens() && b.is_zero_sens()); }
+// (equal? of two strings, the prelude's: the same characters)
+Value p_string_eq(Prim*, Value a, Value b) {
+  a = forced(a);
+  b = forced(b);
+  if (!is(a, Kind::String) || !is(b, Kind::String)) return Value::boolean(false);
+  const String* x = static_cast<const String*>(a.as_obj());
+  const String* y = static_cast<const String*>(b.as_obj());
+  return Value::boolean(x->len == y->len && std::memcmp(x->chars, y->chars, x->len) == 0);
+}
 Value p_nullp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_nil()); }
 Value p_booleanp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_bool()); }
 Value p_realp(Prim*, Value v) { return Value::boolean(strip_tags(v).is_real()); }
@@ -383,6 +392,7 @@ std::vector<Row> table() {
            {"reverse?", p_reversep}})
     t.push_back({n, 1, PrimClass::Predicate, f, nullptr, fwd_tagpred(n), rev_tagpred(n)});
   t.push_back({"%zero-sensitivities?", 2, PrimClass::Predicate, nullptr, p_zero_sens2p, "", rev_constant("%zero-sensitivities?")});
+  t.push_back({"%string=?", 2, PrimClass::Predicate, nullptr, p_string_eq, "", rev_constant("%string=?")});
   t.push_back({"car", 1, PrimClass::Structural, p_car, nullptr, "",
                rev_structural("car", "(cons y (%rzero (cdr xr)))")});
   t.push_back({"cdr", 1, PrimClass::Structural, p_cdr, nullptr, "",
