@@ -148,8 +148,9 @@ struct Reader {
     std::string t = token();
     if (t.empty()) fail(std::string("unexpected character '") + peek() + "'", p);
     if (t[0] == '#') {
-      if (t == "#t" || t == "#true") { Sx* s = sx_new(Sx::Bool, p); s->boolean = true; return s; }
-      if (t == "#f" || t == "#false") { Sx* s = sx_new(Sx::Bool, p); s->boolean = false; return s; }
+      // (as Scheme, in either case)
+      if (t == "#t" || t == "#true" || t == "#T" || t == "#TRUE") { Sx* s = sx_new(Sx::Bool, p); s->boolean = true; return s; }
+      if (t == "#f" || t == "#false" || t == "#F" || t == "#FALSE") { Sx* s = sx_new(Sx::Bool, p); s->boolean = false; return s; }
       if (t.size() >= 2) {
         int radix = 0;
         switch (t[1]) {
