@@ -673,7 +673,13 @@ Value arg_of_view(Value v) {
   }
 }
 
+// (An argument that is no pair: declined, so that the rule's body raises the error where its
+// call is, in a frame of its own: raised here, it had no position, and the error showed the
+// caller's call site instead.)
+bool projectable(Value xr) { return is_j_pair_view(xr) || is_pair(is_lazy(xr) ? force(xr) : xr); }
+
 bool rev_car_s(Closure* c, Value xr, Value* out) {
+  if (!projectable(xr)) return false;
   Prim* p = prim_of(c);
   out[0] = p->fn1(p, xr);
   out[1] = arg_view(c, xr, kViewBpCar);
@@ -681,6 +687,7 @@ bool rev_car_s(Closure* c, Value xr, Value* out) {
 }
 
 bool rev_cdr_s(Closure* c, Value xr, Value* out) {
+  if (!projectable(xr)) return false;
   Prim* p = prim_of(c);
   out[0] = p->fn1(p, xr);
   out[1] = arg_view(c, xr, kViewBpCdr);
