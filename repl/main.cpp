@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
     } else if (a == "--heap-limit") {
       size_t bytes = 0;
       if (i + 1 >= argc || !(bytes = parse_size(argv[++i]))) {
-        std::cerr << "vlad: --heap-limit needs a size, such as 2G, 512M or 1000000\n";
+        std::cerr << "vlad: --heap-limit needs a size of at least 1M, such as 2G, 512M or 1048576\n";
         return 2;
       }
       set_heap_limit(bytes);
