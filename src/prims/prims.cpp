@@ -54,9 +54,13 @@ inline double compare_arg(Prim* p, Value v) {
     meter_count(p);                                    \
     return Value::boolean(expr);                       \
   }
+// (zero?, positive?, negative?: predicates, which accept any value and never fail, SPEC §3: #f
+// for what is no real, uncounted)
 #define COMPARE1(fname, expr)                          \
   Value fname(Prim* p, Value v) {                      \
-    double x = compare_arg(p, v);                      \
+    Value s = v.is_real() ? v : strip_tags(v);         \
+    if (!s.is_real()) return Value::boolean(false);    \
+    double x = s.as_real();                            \
     meter_count(p);                                    \
     return Value::boolean(expr);                       \
   }
