@@ -98,11 +98,11 @@ const char* help_text =
     "Ctrl-C interrupts a running evaluation.\n";
 
 int repl(Interp& in) {
-  std::string histfile;
-  if (const char* home = getenv("HOME")) histfile = std::string(home) + "/.vlad_history";
+  bool tty = isatty(0);
+  std::string histfile;  // (a terminal's session only: not the lines of a piped script)
+  if (const char* home = getenv("HOME"); home && tty) histfile = std::string(home) + "/.vlad_history";
   using_history();
   if (!histfile.empty()) read_history(histfile.c_str());
-  bool tty = isatty(0);
   if (tty) std::cout << "vlad " << VLAD_VERSION << " — ,help for help, Ctrl-D to quit" << std::endl;
   int counter = 0;
   for (;;) {

@@ -593,7 +593,10 @@ T kill-server >/dev/null 2>&1
 
 # the REPL reading from a pipe (not a terminal): values only, no prompt
 printf '(define (sq x) (* x x))\n(sq 5)\n(car 5)\n(sq 6)\n' >pipe.in
+rm -f "$HOME/.vlad_history"
 IN_FILE=pipe.in run 30 "$V"
+if [ ! -e "$HOME/.vlad_history" ]; then ok "repl from a pipe: its lines are not saved to ~/.vlad_history"
+else notok "repl from a pipe: its lines are not saved to ~/.vlad_history" "$(head -3 "$HOME/.vlad_history" | tr '\n' '|')"; fi
 if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '25\n36')" ] && printf '%s' "$ERR" | grep -q 'error'; then ok "repl from a pipe: values, errors, recovery"
 else notok "repl from a pipe: values, errors, recovery" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 # a datum comment over several lines; a command's argument over several lines; a command after blanks
