@@ -226,6 +226,43 @@ void keep_or_end(Worker* w) {
 }
 }  // namespace
 
+namespace {
+// Runs fn on this thread as an evaluation of `in` (the current interpreter, its own counters),
+// leaving the thread's state as it found it. `nested`: inside another evaluation on this thread,
+// whose calls stay below it (an error's trace shows its own calls only).
+void run_here(Interp* in, const std::function<void()>& fn, bool nested) {
+  EvaluationHere here;
+  Interp* saved = current;
+  WorkCounters saved_work = work;
+  long base = eval_depth;
+  current = in;
+  work = WorkCounters();
+  jit_evaluation_begins();
+  auto finish = [&] {
+    if (in) in->work_total.add(work);
+    work = saved_work;
+    current = saved;
+    eval_depth = base;
+    jit_evaluation_ends();
+  };
+  try {
+    fn();
+  } catch (Error& e) {
+    if (nested) attach_trace(e, base);
+    finish();
+    throw;
+  } catch (const std::bad_alloc&) {
+    finish();
+    if (nested) throw memory_error();
+    throw;
+  } catch (...) {
+    finish();
+    throw;
+  }
+  finish();
+}
+}  // namespace
+
 void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
   // The collector is set up (all-interior-pointers off) before its first use, which creating a
   // thread through it would be: changed after, its size tables no longer fit.
@@ -234,34 +271,7 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
   // on the same stack, above the caller's calls, which count with its own against the depth
   // limit. (A thread and a stack of its own each time was 2 MiB a level: a huge page each.)
   if (evaluations_here > 0) {
-    EvaluationHere here;
-    Interp* saved = current;
-    WorkCounters saved_work = work;
-    long base = eval_depth;
-    current = in;
-    work = WorkCounters();
-    jit_evaluation_begins();
-    auto finish = [&] {
-      if (in) in->work_total.add(work);
-      work = saved_work;
-      current = saved;
-      eval_depth = base;
-      jit_evaluation_ends();
-    };
-    try {
-      fn();
-    } catch (Error& e) {
-      attach_trace(e, base);
-      finish();
-      throw;
-    } catch (const std::bad_alloc&) {
-      finish();
-      throw memory_error();
-    } catch (...) {
-      finish();
-      throw;
-    }
-    finish();
+    run_here(in, fn, true);
     return;
   }
   ThreadJob job{in, &fn, nullptr};
@@ -275,26 +285,7 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
     if (job.error) std::rethrow_exception(job.error);
     return;
   }
-  // No thread: run here, with the limit at this thread's stack.
-  EvaluationHere here;
-  Interp* saved = current;
-  WorkCounters saved_work = work;
-  current = in;
-  work = WorkCounters();
-  jit_evaluation_begins();
-  auto finish = [&] {
-    if (in) in->work_total.add(work);
-    work = saved_work;
-    current = saved;
-    jit_evaluation_ends();
-  };
-  try {
-    fn();
-  } catch (...) {
-    finish();
-    throw;
-  }
-  finish();
+  run_here(in, fn, false);  // no thread: here, with the limit at this thread's stack
 }
 
 // ---- --check ----
