@@ -1280,12 +1280,7 @@ DataKind data_kind(Value v) {
 int data_equal(Value a, Value b, uint64_t& compares) {
   for (;;) {
     DataKind ka = data_kind(a);
-    if (ka == D_OTHER) {  // (two strings: the same characters, as the body's %string=?)
-      if (!is(a, Kind::String) || !is(b, Kind::String)) return 0;
-      const String* x = static_cast<const String*>(a.as_obj());
-      const String* y = static_cast<const String*>(b.as_obj());
-      return x->len == y->len && std::memcmp(x->chars, y->chars, x->len) == 0;
-    }
+    if (ka == D_OTHER) return string_equal(a, b);  // (strings: as the body's %string=?; else #f)
     if (ka == D_UNKNOWN) return -1;
     DataKind kb = data_kind(b);
     if (kb == D_UNKNOWN) return -1;

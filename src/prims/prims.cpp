@@ -1,6 +1,7 @@
 // prims.cpp — the builtin primitives, declared in one table. Each arithmetic row carries its
 // partial derivatives as VLAD expressions; from them the forward and reverse versions are written
 // once (see rules below), in VLAD, so they can themselves be transformed (nesting to any depth).
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -101,15 +102,8 @@ inline bool pair_view(Value v) { return is_j_pair_view(v) || is_zero_view(v); }
 
 // Whether both are the placeholder zero of backpropagator code (transform.cpp groups projections).
 Value p_zero_sens2p(Prim*, Value a, Value b) { return Value::boolean(a.is_zero_sens() && b.is_zero_sens()); }
-// (equal? of two strings, the prelude's: the same characters)
-Value p_string_eq(Prim*, Value a, Value b) {
-  a = forced(a);
-  b = forced(b);
-  if (!is(a, Kind::String) || !is(b, Kind::String)) return Value::boolean(false);
-  const String* x = static_cast<const String*>(a.as_obj());
-  const String* y = static_cast<const String*>(b.as_obj());
-  return Value::boolean(x->len == y->len && std::memcmp(x->chars, y->chars, x->len) == 0);
-}
+// (equal? of two strings, the prelude's)
+Value p_string_eq(Prim*, Value a, Value b) { return Value::boolean(string_equal(forced(a), forced(b))); }
 Value p_nullp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_nil()); }
 Value p_booleanp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_bool()); }
 Value p_realp(Prim*, Value v) { return Value::boolean(strip_tags(v).is_real()); }
@@ -498,6 +492,13 @@ Prim* make_host_prim(const std::string& name, Host* host, const std::vector<std:
                      n == 2 ? p_host2 : nullptr, fwd, rev);
   p->host = host;
   return p;
+}
+
+bool string_equal(Value a, Value b) {
+  if (!is(a, Kind::String) || !is(b, Kind::String)) return false;
+  const String* x = static_cast<const String*>(a.as_obj());
+  const String* y = static_cast<const String*>(b.as_obj());
+  return x->len == y->len && std::memcmp(x->chars, y->chars, x->len) == 0;
 }
 
 Value apply_prim(Prim* p, Value arg) {

@@ -49,6 +49,10 @@ struct Host {
   std::vector<std::string> partials;
 };
 
+// Whether a and b are strings of the same characters (equal? of strings: %string=?, and the
+// reverse transform's native comparison).
+bool string_equal(Value a, Value b);
+
 // Applies a primitive to its argument (checking it is a pair when binary).
 Value apply_prim(Prim* p, Value arg);
 
