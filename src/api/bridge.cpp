@@ -247,6 +247,7 @@ Session* open_session() {
     Session* s = new Session{nullptr};
     try {
       run_on_big_stack(nullptr, [&] { s->in = new Interp(); });
+      s->in->depth_limit_knob = "Interpreter::set_depth_limit";
     } catch (...) {
       delete s;
       throw;

@@ -700,7 +700,7 @@ namespace {
     throw Error("recursion too deep: the evaluation stack is full before the depth limit (" +
                 std::to_string(in->depth_limit) + " nested calls) is reached");
   throw Error("recursion depth limit exceeded (" + std::to_string(in->depth_limit) +
-              " nested calls); raise it with --depth-limit");
+              " nested calls); raise it with " + in->depth_limit_knob);
 }
 
 [[noreturn]] __attribute__((noinline, cold)) void interrupted(Interp* in) {

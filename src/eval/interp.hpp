@@ -27,6 +27,8 @@ struct Interp {
   bool meter_retained = false;
   uint64_t gc_no_at_reset = 0;
   uint64_t gc_ms_at_reset = 0;  // and its time spent collecting  // the collector's count of collections when the meter was reset  // measure what backpropagators retain (a walk of each one called)
+  // how a user raises it: the program's option, or the embedding API's setter
+  const char* depth_limit_knob = "--depth-limit";
   long depth_limit = 4000000;  // nested non-tail calls: 10^6-step recursions and backpropagator chains (two calls a step) fit
   std::atomic<bool> interrupt{false};
   // The native tier (jit.cpp): on where supported unless VLAD_JIT=off; a lambda's body is
