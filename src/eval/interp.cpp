@@ -24,7 +24,43 @@ void mark_raw_backpropagator(Lambda* outer) {
 }
 }  // namespace
 
+namespace {
+// A host primitive no longer in the table: its function is deleted when the collector finds the
+// primitive unreachable (a finalizer), or when its interpreter is destroyed while a value still
+// refers to it (calling it then reports so, as for the table's own).
+void retire_host_prim(Interp* in, Prim* was) {
+  GC_register_finalizer_no_order(was, [](void* obj, void*) {
+    Prim* q = static_cast<Prim*>(obj);
+    delete q->host;
+    q->host = nullptr;
+  }, nullptr, nullptr, nullptr);
+  auto& r = in->retired_prims;
+  r.erase(std::remove_if(r.begin(), r.end(), [](uintptr_t* slot) {
+            if (*slot) return false;
+            GC_FREE(slot);
+            return true;
+          }), r.end());
+  auto* slot = static_cast<uintptr_t*>(GC_MALLOC_ATOMIC_UNCOLLECTABLE(sizeof(uintptr_t)));
+  *slot = GC_HIDE_POINTER(was);
+  GC_general_register_disappearing_link(reinterpret_cast<void**>(slot), was);
+  r.push_back(slot);
+}
+
+void* reveal_slot(void* slot) { return *static_cast<uintptr_t*>(slot) ? GC_REVEAL_POINTER(*static_cast<uintptr_t*>(slot)) : nullptr; }
+}  // namespace
+
 void destroy_interp(Interp* in) {
+  for (uintptr_t* slot : in->retired_prims) {
+    // (read under the collector's lock: it may be clearing the slot; once on this stack, it stays)
+    Prim* q = static_cast<Prim*>(GC_call_with_alloc_lock(reveal_slot, slot));
+    if (q) {
+      delete q->host;
+      q->host = nullptr;
+      q->fwd = q->rev = Value::unbound();
+      GC_unregister_disappearing_link(reinterpret_cast<void**>(slot));
+    }
+    GC_FREE(slot);
+  }
   for (auto& [name, c] : in->prelude_cells) GC_FREE(c);
   for (auto& [name, c] : in->user_cells) GC_FREE(c);
   // A primitive outlives its interpreter while a value the host holds refers to it (it prints as
@@ -146,10 +182,22 @@ Interp::Interp() {
 }
 
 void Interp::add_prim(Prim* p) {
-  p->id = (int)prims.size();
-  prims.push_back(p);
+  auto old = prim_by_name.find(p->name);
+  if (old != prim_by_name.end() && old->second->cls == PrimClass::Host && p->cls == PrimClass::Host) {
+    // A host primitive registered again takes the old one's id (and its count), so a host that
+    // re-registers in a loop does not grow the table; the old one lives on while a value refers
+    // to it, and its function goes with it (only a host's primitive has ids no code holds:
+    // native rules and nodes are made for builtins only).
+    Prim* was = old->second;
+    p->id = was->id;
+    prims[p->id] = p;
+    retire_host_prim(this, was);
+  } else {
+    p->id = (int)prims.size();
+    prims.push_back(p);
+    meter.push_back(0);
+  }
   prim_by_name[p->name] = p;
-  meter.push_back(0);
   // (a host primitive is in the prelude's namespace only under its alias: prims.hpp)
   cell(p->cls == PrimClass::Host ? intern(host_alias(p->name)) : p->name, true)->value = Value::obj(p);
   Cell* u = cell(p->name, false);

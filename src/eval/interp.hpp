@@ -23,6 +23,9 @@ struct Interp {
   std::vector<Prim*, traceable_allocator<Prim*>> prims;
   std::unordered_map<const char*, Prim*> prim_by_name;
   std::vector<uint64_t> meter;  // per prim id
+  // Host primitives registered over (their ids went to their successors): weak references, each a
+  // hidden pointer the collector clears when the primitive goes (add_prim, destroy_interp).
+  std::vector<uintptr_t*> retired_prims;
   WorkCounters work_total{};      // steps, applications, allocation, of evaluations that have ended
   bool meter_retained = false;
   uint64_t gc_no_at_reset = 0;

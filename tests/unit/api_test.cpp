@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 
@@ -686,6 +687,31 @@ TEST_CASE("api: primitives the host holds outlive their interpreter") {
   CHECK(vlad::is_procedure(h));
   // (calling one with another interpreter is not allowed; it is an error, not a crash)
   CHECK(error_of([&] { vm2.call(h, 3.0); }) == "hq: its interpreter has been destroyed");
+}
+
+TEST_CASE("api: a host primitive registered again replaces the old one, which goes when unreferenced") {
+  auto token = std::make_shared<int>(0);
+  vlad::Value held;
+  {
+    vlad::Interpreter vm;
+    for (int k = 0; k < 2000; k++) {
+      vm.define_primitive("hr", 1, vlad::HostFunction([token, k](Args a) { return a[0] + k; },
+                                                      {vlad::HostFunction([token](Args) { return 1.0; })}));
+      if (k == 5) held = vm.eval_string("hr");  // the host keeps one old primitive
+    }
+    CHECK(vlad::to_real(vm.eval_string("(hr 1)")) == 2000);
+    CHECK(vlad::to_real(vm.eval_string("((gradient hr) 1)")) == 1);
+    CHECK(vlad::to_real(vm.call(held, 1.0)) == 6);  // the old one still works while held
+    vm.eval_string("(define junk (map-n (lambda (i) (cons i i)) 100000))");
+    GC_gcollect();
+    GC_invoke_finalizers();
+    // (each registration holds two copies of the token: the function's and its partial's; the
+    // collector is conservative, so a few old ones may stay)
+    CHECK(token.use_count() < 400);
+  }
+  // destroying the interpreter deleted what the old primitive still held
+  CHECK(error_of([&] { vlad::Interpreter vm2; vm2.call(held, 1.0); }) == "hr: its interpreter has been destroyed");
+  CHECK(token.use_count() < 400);
 }
 
 TEST_CASE("api: host -> VLAD -> host recursion runs on one stack, counted against the depth limit") {
