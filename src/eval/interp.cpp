@@ -256,6 +256,24 @@ std::string find_include(Interp& in, const std::string& name, const std::string&
   throw Error("include: cannot find " + file, pos);
 }
 
+bool before(Pos a, Pos b) { return a.line < b.line || (a.line == b.line && a.col <= b.col); }
+
+// Whether a lambda at `at` is written inside `form` (not one a function defined elsewhere made,
+// as in (define inc (adder 1)), which would name every closure of adder's lambda "inc").
+bool within(Pos at, Sx* form) {
+  if (at.file != form->pos.file || !before(form->pos, at)) return false;
+  std::vector<Sx*> todo{form};
+  while (!todo.empty()) {  // (any position inside the form at or after it will do)
+    Sx* x = todo.back();
+    todo.pop_back();
+    if (x->pos.file == at.file && before(at, x->pos)) return true;
+    if (x->type == Sx::Pair) {
+      todo.push_back(x->car);
+      todo.push_back(x->cdr);
+    }
+  }
+  return false;
+}
 }  // namespace
 
 void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<void(Value, Pos)>& on_value) {
@@ -296,9 +314,9 @@ void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<v
   for (const TopLevel& t : tops) {
     Value v = run_toplevel(in, t);
     if (t.cell) {
-      if (is(v, Kind::Closure)) {
+      if (is(v, Kind::Closure)) {  // (define f (let (...) (lambda ...))): the lambda is f's
         Lambda* l = static_cast<Closure*>(v.as_obj())->lambda;
-        if (!l->name) l->name = t.cell->name;
+        if (!l->name && within(l->pos, form)) l->name = t.cell->name;
       }
       t.cell->value = v;
       in.user_cell_written(t.cell);
