@@ -158,8 +158,11 @@ Value p_real(Prim* p, Value v) {
   return v;
 }
 Value p_write_real(Prim* p, Value v) {
-  if (!strip_tags(v).is_real()) type_error(p, "a real", v);
-  std::cout << write_string(v) << "\n";
+  // (under a derivative, the real it is the primal of: a progress print inside a differentiated
+  // optimiser prints its number, as the untransformed program does)
+  Value x = strip_tags(v);
+  if (!x.is_real()) type_error(p, "a real", v);
+  std::cout << write_string(x) << "\n";
   return v;
 }
 Value p_write(Prim*, Value v) {
