@@ -85,6 +85,12 @@ printf '5\n' >five.txt
 printf '(define n (read-real))\n(* n n)\n' >readreal.vlad
 IN_FILE=five.txt run "$V" readreal.vlad
 expect "read-real reads standard input" 0 "25"
+printf '#x10 .5\n+inf 1/2\n' >numerals.txt
+printf '(read-real)\n(read-real)\n(read-real)\n(read-real)\n' >readreals.vlad
+IN_FILE=numerals.txt run "$V" readreals.vlad
+if [ $RC -ne 0 ] && [ "$OUT" = "$(printf '16\n0.5\n+inf')" ] && [ "$ERR" = "readreals.vlad:4:1: error: read-real: not a real on standard input: 1/2
+  in read-real at readreals.vlad:4:1" ]; then ok "read-real reads the program's numerals (#x10, .5, +inf) and rejects 1/2"
+else notok "read-real numerals" "rc $RC out '$(one_line "$OUT")' err '$(one_line "$ERR")'"; fi
 
 mkdir -p incdir/lib main other
 printf '(define (triple x) (* 3 x))\n' >incdir/lib/triple.vlad

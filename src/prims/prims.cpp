@@ -9,6 +9,7 @@
 #include "../ad/ad.hpp"
 #include "../eval/interp.hpp"
 #include "prims.hpp"
+#include "../values/reader.hpp"
 
 namespace vlad {
 
@@ -179,8 +180,11 @@ Value p_newline(Prim*, Value v) {
 }
 Value p_read_real(Prim* p, Value) {
   std::cout.flush();
+  // (one whitespace-separated numeral, in the program's syntax: #x10, +inf, 1e-3)
+  std::string t;
+  if (!(std::cin >> t)) throw Error(std::string(p->name) + ": no real on standard input");
   double d;
-  if (!(std::cin >> d)) throw Error(std::string(p->name) + ": no real on standard input");
+  if (!parse_numeral(t, d)) throw Error(std::string(p->name) + ": not a real on standard input: " + t);
   return Value::real(d);
 }
 Value p_error(Prim*, Value v) {

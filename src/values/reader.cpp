@@ -282,6 +282,19 @@ struct Reader {
 
 }  // namespace
 
+bool parse_numeral(const std::string& t, double& out) {
+  if (t.size() > 2 && t[0] == '#') {
+    switch (t[1]) {
+      case 'b': case 'B': return Reader::parse_radix(t.substr(2), 2, out);
+      case 'o': case 'O': return Reader::parse_radix(t.substr(2), 8, out);
+      case 'd': case 'D': return Reader::parse_decimal(t.substr(2), out);
+      case 'x': case 'X': return Reader::parse_radix(t.substr(2), 16, out);
+    }
+    return false;
+  }
+  return Reader::parse_decimal(t, out);
+}
+
 gc_vector<TopForm> read_program(const std::string& text, const char* file) {
   Reader r(text, intern(file));
   gc_vector<TopForm> out;

@@ -29,6 +29,9 @@ struct TopForm {
 // Reads every form of `text`; `file` names it in positions. Throws vlad::Error on malformed input.
 gc_vector<TopForm> read_program(const std::string& text, const char* file);
 
+// A numeral as the reader reads one (#b #o #d #x prefixes, +inf, ...): false if `t` is not one.
+bool parse_numeral(const std::string& t, double& out);
+
 // True when `text` holds a complete sequence of forms (the REPL asks before reading on).
 bool input_complete(const std::string& text);
 
