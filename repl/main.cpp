@@ -34,7 +34,7 @@ const char* usage =
     "usage:\n"
     "  vlad                     interactive REPL\n"
     "  vlad FILE [ARG...]       run a program (FILE may be - for standard input)\n"
-    "  vlad -e EXPR             evaluate and print one expression\n"
+    "  vlad -e EXPR             evaluate EXPR's forms, printing their values (-e again: more)\n"
     "  vlad --check FILE...     verify every `expr ===> answer` annotation\n"
     "  vlad --meter FILE        run, then print primitive-operation counts to stderr\n"
     "  vlad -I DIR ...          add an include directory\n"
@@ -203,7 +203,8 @@ int main(int argc, char** argv) {
       includes.push_back(a.substr(2));
     } else if (a == "-e") {
       if (i + 1 >= argc) { std::cerr << "vlad: -e needs an expression\n" << usage; return 2; }
-      expr = argv[++i];
+      if (have_expr) expr += "\n";  // several -e: each in turn, as lines of one program
+      expr += argv[++i];
       have_expr = true;
     } else if (a == "--meter") {
       meter = true;

@@ -59,6 +59,8 @@ else notok "-e without an expression exits 2" "exit $RC, stderr '$(one_line "$ER
 # ---------------------------------------------------------------- running programs
 run "$V" -e '(+ 1 2)'
 expect "-e '(+ 1 2)' prints 3" 0 "3"
+run "$V" -e '(define (sq x) (* x x))' -e '(sq 3)' -e '(sq 4)'
+expect "several -e run in turn, as one program" 0 "$(printf '9\n16')"
 
 cat >prog.vlad <<'EOF'
 ; top-level values are printed, definitions are not
