@@ -214,6 +214,22 @@ want=$(printf '%s\n' 'tailrec.vlad:1:35: error: car: expected a pair, got 51' ' 
 if [ $RC -eq 1 ] && [ "$ERR" = "$want" ]; then ok "an error after tail calls taken by a compiled caller: the interpreter's trace"
 else notok "an error after tail calls taken by a compiled caller: the interpreter's trace" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 
+# an error in a function the AD library calls: the library's call sites are not positions a user
+# can read (they said "in f at <prelude>:50:13"); a curried define's inner lambda has its name;
+# a primitive's transformed version, the primitive's ("in reverse +" read as the list reverse)
+cat >libtrace.vlad <<'EOF'
+(define (f x)
+  (+ 1 (car x)))
+(define ((twice g) x) (* 2 (g x)))
+((gradient-R (twice f)) 3)
+EOF
+for jit in off on; do
+  run "$V" --jit=$jit libtrace.vlad
+  want=$(printf '%s\n' 'libtrace.vlad:2:8: error: car: expected a pair, got (reverse 3)' '  in f at libtrace.vlad:3:28' '  in twice, called by gradient-R' '  in gradient-R at libtrace.vlad:4:1')
+  if [ $RC -eq 1 ] && [ "$ERR" = "$want" ]; then ok "an error in a function the AD library calls: its trace names the library's callers (jit $jit)"
+  else notok "an error in a function the AD library calls (jit $jit)" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+done
+
 # VLAD_TIME_FORMS=1: one "# time FILE:LINE: T ms" line on stderr per top-level form, in order,
 # none for the prelude; stdout unchanged
 printf '(define (f x) (* x x))\n(f 3)\n\n(f 4)\n' >timed.vlad

@@ -105,6 +105,9 @@ Value global_value(Binding* b) {
 const char* callee_name(Value f) {
   if (is(f, Kind::Closure)) {
     Lambda* l = static_cast<Closure*>(f.as_obj())->lambda;
+    // a primitive's forward or reverse version (or a transform of one), by the primitive's name
+    for (const Lambda* r = l; r; r = r->source ? r->source : r->lazy_of)
+      if (r->rule_of) return r->rule_of->name;
     return l->name ? l->name : "lambda";
   }
   if (is(f, Kind::Prim)) return static_cast<Prim*>(f.as_obj())->name;

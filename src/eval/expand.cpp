@@ -1,6 +1,7 @@
 // expand.cpp — reduces every form of SPEC §2 to the core and emits it in A-normal form.
 // Variables are alpha-converted as they are bound (each binding makes a new Var), so the output
 // needs no renaming; tuples follow SPEC §2 exactly: (f a b c) = (f (cons a (cons b c))).
+#include <algorithm>
 #include <functional>
 
 #include "interp.hpp"
@@ -64,6 +65,10 @@ std::vector<Sx*> list_items(Sx* s, const char* what) {
 struct Expander {
   Interp& in;
   bool prelude;
+  // The inner lambdas a curried define makes, (define ((f a) b) ...): named f too, so a call
+  // trace says "in gradient-R", not "in lambda".
+  std::vector<const Sx*> curried;
+  const char* curried_name = nullptr;
 
   Var* fresh(const char* name) {
     Var* v = new_var(name);
@@ -298,7 +303,8 @@ struct Expander {
       }
       if (h == k.lambda) {
         if (args.size() < 2) syntax_error("lambda: expected (lambda (pattern) body ...)", e);
-        return lambda_binding(out, make_lambda(args[0], e->cdr->cdr, sc, nullptr, e), e->pos);
+        const char* name = std::find(curried.begin(), curried.end(), e) != curried.end() ? curried_name : nullptr;
+        return lambda_binding(out, make_lambda(args[0], e->cdr->cdr, sc, name, e), e->pos);
       }
       if (h == k.if_) {
         if (args.size() != 3) syntax_error("if: expected (if test consequent alternative)", e);
@@ -535,7 +541,7 @@ Body* new_body() {
 
 gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const std::string& dir) {
   (void)dir;
-  Expander ex{in, prelude};
+  Expander ex{in, prelude, {}, nullptr};
   const S& k = syms();
   gc_vector<TopLevel> out;
   if (form->type == Sx::Pair && sx_is_sym(form->car, k.begin)) {
@@ -554,9 +560,11 @@ gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const st
     // Curried: (define ((f a) b) body) = (define (f a) (lambda (b) body))
     while (target->type == Sx::Pair && target->car->type == Sx::Pair) {
       Sx* lam = sx_cons(sx_sym("lambda", target->pos), sx_cons(target->cdr, body, target->pos), target->pos);
+      ex.curried.push_back(lam);
       body = sx_cons(lam, sx_nil(target->pos), target->pos);
       target = target->car;
     }
+    if (target->type == Sx::Pair && target->car->type == Sx::Sym) ex.curried_name = target->car->text;
     TopLevel t;
     t.pos = form->pos;
     // A keyword's calls stay the form's (cons, list, if, ...): defined, the name would be bound

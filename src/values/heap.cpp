@@ -452,7 +452,14 @@ std::string Error::located() const {
 
 std::string Error::report() const {
   std::string out = located();
-  for (const auto& t : trace) out += "\n  in " + t.name + " at " + pos_string(t.pos);
+  for (size_t i = 0; i < trace.size(); i++) {
+    const TraceEntry& t = trace[i];
+    // a call the library made (gradient-R calling the user's f): its position in the prelude
+    // says nothing to the user; the caller does
+    bool library = t.pos.file && (!std::strcmp(t.pos.file, "<prelude>") || !std::strcmp(t.pos.file, "<rules>"));
+    if (!library) out += "\n  in " + t.name + " at " + pos_string(t.pos);
+    else out += "\n  in " + t.name + ", called by " + (i + 1 < trace.size() ? trace[i + 1].name : "the AD library");
+  }
   if (trace_dropped) out += "\n  ... and " + std::to_string(trace_dropped) + " more";
   return out;
 }
