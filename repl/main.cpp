@@ -66,8 +66,10 @@ std::string dir_of(const std::string& path) {
 }
 
 // Runs a whole program text, printing each top-level value. Returns false on error.
-bool run_program(Interp& in, const std::string& text, const std::string& file, std::string& err) {
+// `file` names the text in positions; `from_file`: it is that file's contents (not a REPL input).
+bool run_program(Interp& in, const std::string& text, const std::string& file, std::string& err, bool from_file) {
   bool ok = true;
+  begin_program(in, from_file ? file : "");
   interruptible = &in;
   try {
     run_on_big_stack(&in, [&] {
@@ -154,7 +156,7 @@ int repl(Interp& in) {
         try {
           std::string body = read_file(arg);
           std::string err;
-          if (!run_program(in, body, arg, err)) std::cerr << err << "\n";
+          if (!run_program(in, body, arg, err, true)) std::cerr << err << "\n";
         } catch (const Error& e) {
           std::cerr << "error: " << e.what() << "\n";
         }
@@ -169,7 +171,7 @@ int repl(Interp& in) {
     in.meter_retained = mode == Meter;
     auto t0 = std::chrono::steady_clock::now();
     std::string err;
-    bool ok = run_program(in, src, name, err);
+    bool ok = run_program(in, src, name, err, false);
     auto t1 = std::chrono::steady_clock::now();
     if (!ok) std::cerr << err << "\n";
     if (mode == Time)
@@ -270,6 +272,7 @@ int main(int argc, char** argv) {
       std::string report;
       CheckResult r;
       try {
+        begin_program(in, f == "-" ? "" : f);
         run_on_big_stack(&in, [&] { r = check_text(in, text, f.c_str(), dir_of(f), report); });
       } catch (const Error& e) {  // (check_text reports each form's errors itself: this is the rest)
         report += e.located() + "\n";
@@ -302,7 +305,7 @@ int main(int argc, char** argv) {
       name = file;
     }
     std::string err;
-    bool ok = run_program(in, text, name, err);
+    bool ok = run_program(in, text, name, err, !have_expr && file != "-");
     if (!ok) std::cerr << err << "\n";
     if (meter) std::cerr << meter_report(in);
     return ok ? 0 : 1;

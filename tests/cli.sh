@@ -104,6 +104,29 @@ expect "-I DIR adds an include directory" 0 "15"
 if [ "$(cat inc2.res)" = 1 ]; then ok "include without -I fails with exit 1"
 else notok "include without -I fails with exit 1" "exit $(cat inc2.res)"; fi
 
+# each file once a program: the program's own file counts (a file including itself, or a cycle,
+# ran twice); a REPL ,load is a program of its own (an edited included file is read again)
+printf '(define n 1)\n(include "self")\n(+ n 1)\n' >self.vlad
+run "$V" self.vlad
+expect "a file that includes itself runs once" 0 "2"
+printf '(write 1)\n(include "cyc-b")\n' >cyc-a.vlad
+printf '(include "cyc-a")\n(write 2)\n' >cyc-b.vlad
+run "$V" cyc-a.vlad
+expect "an include cycle splices each file once" 0 "$(printf '1\n1\n2\n2')"
+printf '(define (helper x) 1)\n' >helper.vlad
+printf '(include "helper")\n(define (main x) (helper x))\n' >lib.vlad
+OUT=$( { printf ',load lib.vlad\n(main 5)\n'; sleep 1; printf '(define (helper x) 2)\n' >helper.vlad
+         printf ',load lib.vlad\n(main 5)\n'; } | timeout 30 "$V" 2>&1)
+if [ "$OUT" = "$(printf '1\n2')" ]; then ok "a ,load again reads again the files the loaded one includes"
+else notok "a ,load again reads again the files the loaded one includes" "got '$(one_line "$OUT")'"; fi
+mkdir -p adir
+run "$V" adir
+if [ $RC -eq 2 ] && [ "$ERR" = "vlad: cannot open file adir: it is a directory" ]; then ok "a directory as the program: exit 2 and a message"
+else notok "a directory as the program" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+run "$V" --check adir
+if [ $RC -eq 2 ] && [ "$ERR" = "vlad: cannot open file adir: it is a directory" ]; then ok "--check of a directory: exit 2 and a message"
+else notok "--check of a directory" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
 # ---------------------------------------------------------------- errors and traces
 printf '(define (h x)\n  (+ 1 (car x)))\n(h 5)\n' >err1.vlad
 run "$V" err1.vlad

@@ -275,7 +275,11 @@ Root* eval_text(Session* s, const std::string& text, const std::string& name, co
 }
 
 Root* eval_file(Session* s, const std::string& path) {
-  std::string text = guarded([&] { return read_file(path); });
+  std::string text = guarded([&] {
+    std::string t = read_file(path);
+    begin_program(*s->in, path);
+    return t;
+  });
   size_t slash = path.rfind('/');
   return eval_text(s, text, path, slash == std::string::npos ? "." : path.substr(0, slash));
 }

@@ -223,6 +223,8 @@ Cell* Interp::cell(const char* name, bool prelude) {
 }
 
 std::string read_file(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw Error("cannot open file " + path + ": it is a directory");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("cannot open file " + path);
   std::stringstream ss;
@@ -256,6 +258,11 @@ std::string find_include(Interp& in, const std::string& name, const std::string&
   throw Error("include: cannot find " + file, pos);
 }
 
+std::string include_key(const std::string& path) {
+  char real[4096];
+  return realpath(path.c_str(), real) ? real : path;
+}
+
 bool before(Pos a, Pos b) { return a.line < b.line || (a.line == b.line && a.col <= b.col); }
 
 // Whether a lambda at `at` is written inside `form` (not one a function defined elsewhere made,
@@ -283,10 +290,7 @@ void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<v
     if (!arg || arg->type != Sx::Str || form->cdr->cdr->type != Sx::Nil)
       throw Error("include: expected (include \"name\")", form->pos);
     std::string path = find_include(in, std::string(arg->text, arg->len), opt.dir.empty() ? "." : opt.dir, form->pos);
-    char real[4096];
-    std::string key = realpath(path.c_str(), real) ? real : path;
-    if (in.included.count(key)) return;
-    in.included.insert(key);
+    if (!in.included.insert(include_key(path)).second) return;
     RunOptions sub = opt;
     sub.dir = dir_of(path);
     run_text(in, read_file(path), intern(path), sub, on_value);
@@ -324,6 +328,11 @@ void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<v
       on_value(v, t.pos);
     }
   }
+}
+
+void begin_program(Interp& in, const std::string& file) {
+  in.included.clear();
+  if (!file.empty()) in.included.insert(include_key(file));
 }
 
 void predefine_procedures(Interp& in, const gc_vector<TopForm>& forms, const RunOptions& opt) {

@@ -77,6 +77,12 @@ struct Interp {
 // becomes garbage), then the object itself.
 void destroy_interp(Interp* in);
 
+// A program starts (a file run, a REPL input, a ,load, a --check file): no file has been included
+// yet but `file`, the program's own (when it is one: "" for text that is not), so that a file
+// including itself, or a cycle, is not spliced in twice, and a ,load again re-reads what an
+// edited file includes.
+void begin_program(Interp& in, const std::string& file);
+
 // The interpreter running on this thread (set by the API and the CLI around each evaluation).
 extern __thread Interp* current;
 
