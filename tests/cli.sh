@@ -159,10 +159,23 @@ run "$V" -e '(foo 1)'
 if [ $RC -eq 1 ] && printf '%s' "$ERR" | grep -q 'unbound variable foo'; then ok "unbound variable error"
 else notok "unbound variable error" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 
-# a trace 101 calls deep: 20 lines, most recent first, then "... and N more"
-cat >deeperr.vlad <<'EOF'
+# a recursion's calls from one site are one line, counted
+cat >selferr.vlad <<'EOF'
 (define (bad x) (+ 1 (car x)))
 (define (deep n) (if (= n 0) (bad 5) (+ 1 (deep (- n 1)))))
+(deep 100)
+EOF
+run "$V" selferr.vlad
+want=$(printf '%s\n' 'selferr.vlad:1:22: error: car: expected a pair, got 5' '  in car at selferr.vlad:1:22' '  in bad at selferr.vlad:2:30' '  in deep at selferr.vlad:2:43 (99 times)' '  in deep at selferr.vlad:3:1')
+if [ $RC -eq 1 ] && [ "$ERR" = "$want" ]; then ok "a recursion's repeated calls are one trace line, counted"
+else notok "a recursion's repeated calls are one trace line, counted" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
+# a trace 101 calls deep (two functions calling each other): 20 lines, most recent first, then
+# "... and N more"
+cat >deeperr.vlad <<'EOF'
+(define (bad x) (+ 1 (car x)))
+(define (deep n) (if (= n 0) (bad 5) (+ 1 (deep2 (- n 1)))))
+(define (deep2 n) (if (= n 0) (bad 5) (+ 1 (deep (- n 1)))))
 (deep 100)
 EOF
 run "$V" deeperr.vlad
@@ -213,8 +226,8 @@ cat >depthprim.vlad <<'EOF'
 (define (sum-to n f) (let loop ((i 0) (acc 0)) (list (= i n) acc (loop (+ i 1) (+ acc (f i))))))
 (sum-to 50 (lambda (i) (+ (zero i) (sqrt i))))
 EOF
-want="depthprim.vlad:1:66: error: recursion depth limit exceeded (10 nested calls); raise it with --depth-limit
-$(for k in 1 2 3 4 5 6 7 8 9; do echo '  in loop at depthprim.vlad:1:66'; done)
+want="depthprim.vlad:1:66: error: recursion depth limit exceeded (10 nested calls): a recursion that does not end? (else raise the limit with --depth-limit)
+  in loop at depthprim.vlad:1:66 (9 times)
   in loop at depthprim.vlad:1:22"
 for tier in VLAD_JIT=off VLAD_JIT_THRESHOLD=1 VLAD_JIT=on; do
   ERR=$(env $tier "$V" --depth-limit 10 depthprim.vlad 2>&1 >/dev/null); RC=$?

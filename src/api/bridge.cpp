@@ -64,8 +64,12 @@ ErrorInfo info_of(const vlad::Error& e) {
   info.col = e.pos.col;
   info.located = e.located();
   info.report = e.report();
-  for (const TraceEntry& t : e.trace) info.trace.push_back({t.name, t.pos.file ? t.pos.file : "", t.pos.line, t.pos.col});
   info.omitted = e.trace_dropped;
+  for (const TraceEntry& t : e.trace)  // (a recursion's repeated calls, each: at most 20 in all)
+    for (long k = 0; k < t.repeats; k++) {
+      if (info.trace.size() < 20) info.trace.push_back({t.name, t.pos.file ? t.pos.file : "", t.pos.line, t.pos.col});
+      else info.omitted++;
+    }
   return info;
 }
 

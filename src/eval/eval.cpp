@@ -703,7 +703,7 @@ namespace {
     throw Error("recursion too deep: the evaluation stack is full before the depth limit (" +
                 std::to_string(in->depth_limit) + " nested calls) is reached");
   throw Error("recursion depth limit exceeded (" + std::to_string(in->depth_limit) +
-              " nested calls); raise it with " + in->depth_limit_knob);
+              " nested calls): a recursion that does not end? (else raise the limit with " + in->depth_limit_knob + ")");
 }
 
 [[noreturn]] __attribute__((noinline, cold)) void interrupted(Interp* in) {
@@ -1399,13 +1399,21 @@ void attach_trace(Error& e, long base) {
     if (!e.pos.file) e.pos = fallback.file ? fallback : call_records[d].pos;
   }
   for (long k = d; k > base; k--) {
+    const CallRecord& r = call_records[k];
+    if (!r.pos.file) continue;  // the top-level form itself
+    const char* name = callee_name(Value(r.f, 0));
+    if (!e.trace.empty()) {  // a recursion's calls from one site: one line, counted
+      TraceEntry& last = e.trace.back();
+      if (last.pos.file == r.pos.file && last.pos.line == r.pos.line && last.pos.col == r.pos.col && last.name == name) {
+        last.repeats++;
+        continue;
+      }
+    }
     if (e.trace.size() >= 20) {
       e.trace_dropped = k;
       break;
     }
-    const CallRecord& r = call_records[k];
-    if (!r.pos.file) continue;  // the top-level form itself
-    e.trace.push_back(TraceEntry{callee_name(Value(r.f, 0)), r.pos});
+    e.trace.push_back(TraceEntry{name, r.pos});
   }
 }
 

@@ -10,6 +10,7 @@ namespace vlad {
 struct TraceEntry {
   std::string name;
   Pos pos;
+  long repeats = 1;  // the same call this many times in a row (a recursion)
 };
 
 // The depth of nested calls on this thread's evaluation (eval.cpp): an Error remembers where

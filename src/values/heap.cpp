@@ -459,6 +459,7 @@ std::string Error::report() const {
     bool library = t.pos.file && (!std::strcmp(t.pos.file, "<prelude>") || !std::strcmp(t.pos.file, "<rules>"));
     if (!library) out += "\n  in " + t.name + " at " + pos_string(t.pos);
     else out += "\n  in " + t.name + ", called by " + (i + 1 < trace.size() ? trace[i + 1].name : "the AD library");
+    if (t.repeats > 1) out += " (" + std::to_string(t.repeats) + " times)";
   }
   if (trace_dropped) out += "\n  ... and " + std::to_string(trace_dropped) + " more";
   return out;
