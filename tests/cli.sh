@@ -275,6 +275,25 @@ if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '9\n16')" ] && [ "$lines" = "1 2 4 " ] 
   ok "VLAD_TIME_FORMS times each top-level form (lines 1 2 4)"
 else notok "VLAD_TIME_FORMS times each top-level form" "exit $RC, out '$(one_line "$OUT")', lines '$lines', stderr '$(one_line "$(cat timed.err)")'"; fi
 
+# a value in a message is printed briefly: a long list, or a shared structure that unfolds to
+# 2^60 leaves (building its message did not end), is cut after ~240 characters
+cat >bigmsg.vlad <<'EOF'
+(define (dag k x) (if (= k 0) x (dag (- k 1) (cons x x))))
+(sqrt (dag 60 1))
+EOF
+run 20 "$V" bigmsg.vlad
+first=$(printf '%s\n' "$ERR" | head -1)
+if [ $RC -eq 1 ] && [ ${#first} -lt 400 ] && printf '%s' "$first" | grep -q '^bigmsg.vlad:2:1: error: sqrt: expected a real, got ((((.* \.\.\.$'; then
+  ok "a value in an error message is cut short (a shared structure of 2^60 leaves)"
+else notok "a value in an error message is cut short" "exit $RC, ${#first} characters: '$(one_line "$first")'"; fi
+run 20 "$V" -e '(+ (iota 100000) 1)'
+first=$(printf '%s\n' "$ERR" | head -1)
+if [ $RC -eq 1 ] && [ ${#first} -lt 400 ] && printf '%s' "$first" | grep -q 'got (0 1 2 3 .* \.\.\.$'; then ok "a long list in an error message is cut short"
+else notok "a long list in an error message is cut short" "exit $RC, ${#first} characters"; fi
+run 20 "$V" -e '(error "bad:" (iota 100000))'
+if [ $RC -eq 1 ] && [ ${#ERR} -lt 1500 ]; then ok "error's irritants are cut short"
+else notok "error's irritants are cut short" "exit $RC, ${#ERR} characters"; fi
+
 # ---------------------------------------------------------------- --check
 cat >chk.vlad <<'EOF'
 (define (sq x) (* x x))

@@ -137,7 +137,7 @@ inline bool star_j_inverse_of(Value s, Value p) {
 }
 
 [[noreturn]] void ad_error(const char* who, const std::string& what, Value v) {
-  throw Error(std::string(who) + ": " + what + ", got " + write_string(v));
+  throw Error(std::string(who) + ": " + what + ", got " + write_brief(v));
 }
 
 inline Closure* as_closure(Value v) { return static_cast<Closure*>(v.as_obj()); }
@@ -550,7 +550,7 @@ void split_sensitivity(Value s, Value* out) {
     return;
   }
   s = force(s);
-  if (!is_pair(s)) throw Error("value " + write_string(s) + " does not match pattern (cons a d)");
+  if (!is_pair(s)) throw Error("value " + write_brief(s) + " does not match pattern (cons a d)");
   out[0] = car(s);
   out[1] = cdr(s);
 }
@@ -562,7 +562,7 @@ Value env_ref(Value v, int index, Lambda* lam) {
     return unview(as_closure(v)->env[index]);
   v = force(unview(v));
   if (!is(v, Kind::Closure) || (int)as_closure(v)->aux <= index)
-    throw Error("internal error: environment sensitivity of a non-closure " + write_string(v));
+    throw Error("internal error: environment sensitivity of a non-closure " + write_brief(v));
   return unview(as_closure(v)->env[index]);
 }
 
@@ -804,7 +804,7 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
   // environment — e.g. a primitive's reverse version) are their own zero, and their
   // sensitivities carry nothing: any two of them add to either.
   if (inert(a) && inert(b)) return a.is_nil() ? b : a;
-  throw Error("plus: values do not conform: " + write_string(a) + " and " + write_string(b));
+  throw Error("plus: values do not conform: " + write_brief(a) + " and " + write_brief(b));
 }
 }  // namespace
 
@@ -829,8 +829,8 @@ Value unsensitize(Value v) {
 namespace {
 
 [[noreturn]] void nonconform(const char* who, Value p, Value t) {
-  throw Error(std::string(who) + ": primal and tangent do not conform: " + write_string(p) + " and " +
-              write_string(t));
+  throw Error(std::string(who) + ": primal and tangent do not conform: " + write_brief(p) + " and " +
+              write_brief(t));
 }
 
 bool is_tangent_fn(Value v) { return is(v, Kind::Closure) && as_closure(v)->lambda == current->tangent_fn; }

@@ -104,7 +104,7 @@ vlad::Value forced(vlad::Value v) {
 vlad::Value forced(const Root* r) { return forced(value_of(r)); }
 
 [[noreturn]] void type_error(const char* what, const char* expected, const Root* r) {
-  throw vlad::Error(std::string(what) + ": expected " + expected + ", got " + write_string(value_of(r)));
+  throw vlad::Error(std::string(what) + ": expected " + expected + ", got " + write_brief(value_of(r)));
 }
 
 // True when `name` reads back as exactly that symbol (host names are spliced into rule source).

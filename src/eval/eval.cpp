@@ -71,8 +71,8 @@ namespace {
   static const char* car_name = intern("car");
   static const char* cdr_name = intern("cdr");
   if (pattern == car_name || pattern == cdr_name)  // the prelude's inlined car and cdr
-    throw Error(std::string(pattern) + ": expected a pair, got " + write_string(v), pos);
-  throw Error("value " + write_string(v) + " does not match pattern " + (pattern ? pattern : "?"), pos);
+    throw Error(std::string(pattern) + ": expected a pair, got " + write_brief(v), pos);
+  throw Error("value " + write_brief(v) + " does not match pattern " + (pattern ? pattern : "?"), pos);
 }
 
 [[noreturn]] void pattern_error(Value v, const Binding* b) { pattern_error(v, b->pattern, b->pos); }
@@ -125,7 +125,7 @@ const char* callee_name(Value f) {
     const Prim* p = nullptr;  // (a transform of a rule, under nesting: the rule it was made from)
     for (const Lambda* l = static_cast<Closure*>(self.as_obj())->lambda; l && !p; l = l->source ? l->source : l->lazy_of)
       p = l->rule_of;
-    if (p && p->arity == 2) throw Error(std::string(p->name) + ": expected a pair of arguments, got " + write_string(r), pos);
+    if (p && p->arity == 2) throw Error(std::string(p->name) + ": expected a pair of arguments, got " + write_brief(r), pos);
   }
   pattern_error(r, shape_text, pos);
 }
@@ -719,7 +719,7 @@ namespace {
     if (is(in, Kind::Closure) || is(in, Kind::Prim))
       hint = kind_of(f) == Kind::Perturbation ? " (unperturb it to call the procedure)" : " (unsensitize it to call the procedure)";
   }
-  throw Error("not a procedure: " + write_string(f) + " cannot be applied to " + write_string(arg) + hint);
+  throw Error("not a procedure: " + write_brief(f) + " cannot be applied to " + write_brief(arg) + hint);
 }
 
 // One level of nested evaluation: the depth limit, the stack guard and the call record.

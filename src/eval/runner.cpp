@@ -399,7 +399,7 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
     if (expect_error) {
       res.failed++;
       report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + "\n    expected an error containing \"" +
-                want_text + "\", got " + (values.empty() ? std::string("no value") : write_string(values.back())) + "\n";
+                want_text + "\", got " + (values.empty() ? std::string("no value") : write_brief(values.back())) + "\n";
       continue;
     }
     if (f.expected) {
@@ -409,7 +409,7 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
       } else {
         res.failed++;
         report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + "\n    expected: " + want + "\n    got:      " +
-                  (values.empty() ? std::string("no value") : write_string(values.back())) + "\n";
+                  (values.empty() ? std::string("no value") : write_brief(values.back())) + "\n";
       }
       continue;
     }
@@ -419,7 +419,7 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
     } else {
       res.failed++;
       report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + "\n    expected #t, got " +
-                (values.empty() ? std::string("no value") : write_string(values.back())) + "\n";
+                (values.empty() ? std::string("no value") : write_brief(values.back())) + "\n";
     }
   }
   return res;

@@ -18,7 +18,7 @@ void meter_count(Prim* p) { current->meter[p->id]++; }
 namespace {
 
 [[noreturn]] void type_error(Prim* p, const char* expected, Value v) {
-  throw Error(std::string(p->name) + ": expected " + expected + ", got " + write_string(v));
+  throw Error(std::string(p->name) + ": expected " + expected + ", got " + write_brief(v));
 }
 
 inline double real_arg(Prim* p, Value v) {
@@ -192,20 +192,21 @@ Value p_error(Prim*, Value v) {
   std::string msg;
   Value rest = Value::nil();
   if (is_pair(v)) {
-    msg = is(car(v), Kind::String) ? string_of(car(v)) : write_string(car(v));
+    msg = is(car(v), Kind::String) ? string_of(car(v)) : write_brief(car(v));
     rest = cdr(v);
   } else {
-    msg = is(v, Kind::String) ? string_of(v) : write_string(v);
+    msg = is(v, Kind::String) ? string_of(v) : write_brief(v);
   }
   if (!rest.is_nil()) {
     if (is_pair(rest) || rest.is_nil()) {
-      while (is_pair(rest)) {
-        msg += " " + write_string(car(rest));
+      while (is_pair(rest) && msg.size() < 1000) {  // (a message, not a dump: the first irritants)
+        msg += " " + write_brief(car(rest));
         rest = cdr(rest);
       }
-      if (!rest.is_nil()) msg += " " + write_string(rest);
+      if (is_pair(rest)) msg += " ...";
+      else if (!rest.is_nil()) msg += " " + write_brief(rest);
     } else {
-      msg += " " + write_string(rest);
+      msg += " " + write_brief(rest);
     }
   }
   throw Error(msg);
@@ -511,7 +512,7 @@ bool string_equal(Value a, Value b) {
 Value apply_prim(Prim* p, Value arg) {
   if (p->arity == 2) {
     if (is_lazy(arg)) arg = force(arg);
-    if (!is_pair(arg)) throw Error(std::string(p->name) + ": expected a pair of arguments, got " + write_string(arg));
+    if (!is_pair(arg)) throw Error(std::string(p->name) + ": expected a pair of arguments, got " + write_brief(arg));
     return p->fn2(p, car(arg), cdr(arg));
   }
   return p->fn1(p, arg);

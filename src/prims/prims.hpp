@@ -73,6 +73,8 @@ void meter_count(Prim* p);
 
 // Printing.
 std::string write_string(Value v);
+// The same, at most `limit` characters (then " ..."), the work bounded too: for messages.
+std::string write_brief(Value v, size_t limit = 240);
 std::string display_string(Value v);
 std::string format_real(double d);
 

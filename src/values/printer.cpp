@@ -105,8 +105,13 @@ void write_tagged_root(std::string& out, Value v, Kind k, bool display) {
   }
 }
 
+// The most characters a brief print writes (write_brief); past it, it stops.
+thread_local size_t print_limit = SIZE_MAX;
+struct PrintLimitReached {};
+
 void write(std::string& out, Value v, bool display) {
   poll();
+  if (out.size() > print_limit) throw PrintLimitReached();
   if (v.is_real()) { out += format_real(v.as_real()); return; }
   if (v.is_nil()) { out += "()"; return; }
   if (v.is_bool()) { out += v.is_false() ? "#f" : "#t"; return; }
@@ -186,6 +191,26 @@ std::string write_string(Value v) {
   PrintScope scope;
   std::string out;
   write(out, v, false);
+  return out;
+}
+
+std::string write_brief(Value v, size_t limit) {
+  PrintScope scope;
+  std::string out;
+  size_t was = print_limit;
+  print_limit = limit;
+  try {
+    write(out, v, false);
+  } catch (const PrintLimitReached&) {
+    print_limit = was;
+    out.resize(std::min(out.size(), limit));
+    return out + " ...";
+  } catch (...) {
+    print_limit = was;
+    throw;
+  }
+  print_limit = was;
+  if (out.size() > limit) out = out.substr(0, limit) + " ...";
   return out;
 }
 
