@@ -17,6 +17,8 @@ void meter_count(Prim* p) { current->meter[p->id]++; }
 
 namespace {
 
+Value forced(Value v) { return is_lazy(v) ? force(v) : v; }
+
 [[noreturn]] void type_error(Prim* p, const char* expected, Value v) {
   throw Error(std::string(p->name) + ": expected " + expected + ", got " + write_brief(v));
 }
@@ -38,6 +40,32 @@ inline double compare_arg(Prim* p, Value v) {
   type_error(p, "a real", v);
 }
 
+// A binary primitive's second argument that is not a real: a call with more arguments, (+ a b c),
+// gives it the rest, (b . c), which the user never wrote; say what they did write.
+[[noreturn]] __attribute__((noinline, cold)) void second_arg_error(Prim* p, Value b) {
+  Value r = forced(b);
+  if (is_pair(r)) {
+    long n = 2;
+    for (; is_pair(r) && n < 1000000; n++) r = forced(cdr(r));
+    throw Error(std::string(p->name) + ": expected 2 arguments, got " + std::to_string(n));
+  }
+  type_error(p, "a real", b);
+}
+inline double real_arg_2(Prim* p, Value v) {
+  if (v.is_real()) return v.as_real();
+  if (is_lazy(v)) {
+    Value m = force(v);
+    if (m.is_real()) return m.as_real();
+  }
+  second_arg_error(p, v);
+}
+inline double compare_arg_2(Prim* p, Value v) {
+  if (v.is_real()) return v.as_real();
+  Value s = strip_tags(v);
+  if (s.is_real()) return s.as_real();
+  second_arg_error(p, v);
+}
+
 #define UNARY(fname, expr)                             \
   Value fname(Prim* p, Value v) {                      \
     double x = real_arg(p, v);                         \
@@ -46,13 +74,13 @@ inline double compare_arg(Prim* p, Value v) {
   }
 #define BINARY(fname, expr)                            \
   Value fname(Prim* p, Value a, Value b) {             \
-    double x = real_arg(p, a), y = real_arg(p, b);     \
+    double x = real_arg(p, a), y = real_arg_2(p, b);   \
     meter_count(p);                                    \
     return Value::real(expr);                          \
   }
 #define COMPARE(fname, expr)                           \
   Value fname(Prim* p, Value a, Value b) {             \
-    double x = compare_arg(p, a), y = compare_arg(p, b); \
+    double x = compare_arg(p, a), y = compare_arg_2(p, b); \
     meter_count(p);                                    \
     return Value::boolean(expr);                       \
   }
@@ -92,7 +120,7 @@ COMPARE1(p_zerop, x == 0)
 COMPARE1(p_positivep, x > 0)
 COMPARE1(p_negativep, x < 0)
 
-Value forced(Value v) { return is_lazy(v) ? force(v) : v; }
+
 
 
 // (*j x) of a real x in a pair, or the zero of a pair: known without making them (a reverse real
