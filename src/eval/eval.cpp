@@ -67,11 +67,33 @@ Value closure_of(Lambda* lam, const Value* env) {
 
 namespace {
 
+// A count's mismatch (expand.cpp, count_text): "f: expected 3 arguments, got 2", "pattern (list a
+// b): expected a list of 2 elements, got 3"; v is the rest of the tuple or list where it failed.
+[[noreturn]] void count_error(Value v, const char* text, Pos pos) {
+  char kind = text[1];
+  char* end = nullptr;
+  long n = strtol(text + 2, &end, 10);
+  long i = strtol(end, &end, 10);
+  std::string what = end && *end == ' ' ? end + 1 : "";
+  v = strip_tags(v);
+  if (kind == 'A') {
+    long got = i + (v.is_nil() ? 0 : 1);
+    throw Error((what.empty() ? std::string() : what + ": ") + "expected " + std::to_string(n) + " arguments, got " +
+                    std::to_string(got), pos);
+  }
+  // the elements of the list given: those matched (i) and those left in v
+  long got = i;
+  for (; is_pair(v) && got < 100000000; got++) v = strip_tags(cdr(v));
+  throw Error("pattern " + what + ": expected a list of " + std::to_string(n) + " element" + (n == 1 ? "" : "s") +
+                  ", got " + (v.is_nil() ? std::to_string(got) : std::string("a value that is not a list")), pos);
+}
+
 [[noreturn]] __attribute__((noinline, cold)) void pattern_error(Value v, const char* pattern, Pos pos) {
   static const char* car_name = intern("car");
   static const char* cdr_name = intern("cdr");
   if (pattern == car_name || pattern == cdr_name)  // the prelude's inlined car and cdr
     throw Error(std::string(pattern) + ": expected a pair, got " + write_brief(v), pos);
+  if (pattern && pattern[0] == '\x01') count_error(v, pattern, pos);
   throw Error("value " + write_brief(v) + " does not match pattern " + (pattern ? pattern : "?"), pos);
 }
 

@@ -121,7 +121,17 @@ struct Expander {
   }
 
   // Binds pattern `p` against the value in `v`, adding variables to `sc`.
-  void destructure(Sx* p, Var* v, Body* out, Scope* sc, const char* whole) {
+  // The text a split or check of a pattern reports on a mismatch (pattern_error, eval.cpp): the
+  // whole pattern's, or (prefixed by \x01) what a count of arguments or list elements reads
+  // best as: kind 'A' (NAME's N arguments, element I), 'L' (list pattern TEXT's N elements, element
+  // I) or 'E' (the end of that list), completed with what the value shows at run time.
+  static const char* count_text(char kind, size_t n, size_t i, const std::string& text) {
+    return intern(std::string("\x01") + kind + std::to_string(n) + " " + std::to_string(i) + " " + text);
+  }
+
+  // `args_of`: the pattern is a formals list's (cons* p q ...), of the procedure of that name ("" if
+  // anonymous): its splits report a count of arguments.
+  void destructure(Sx* p, Var* v, Body* out, Scope* sc, const char* whole, const char* args_of = nullptr) {
     const S& k = syms();
     switch (p->type) {
       case Sx::Sym:
@@ -148,29 +158,33 @@ struct Expander {
         auto items = list_items(p->cdr, "pattern");
         if (sx_is_sym(head, k.list)) {
           Var* cur = v;
-          for (Sx* q : items) {
+          std::string text = sx_to_string(p);
+          for (size_t i = 0; i < items.size(); i++) {
+            Sx* q = items[i];
+            const char* at = count_text('L', items.size(), i, text);
             Binding& a = emit(out, Op::Car, "_", q->pos);
-            a.a = cur; a.pattern = whole;
+            a.a = cur; a.pattern = at;
             Var* av = a.x;
             Binding& d = emit(out, Op::Cdr, "_", q->pos);
-            d.a = cur; d.pattern = whole;
+            d.a = cur; d.pattern = at;
             Var* dv = d.x;
             destructure(q, av, out, sc, whole);
             cur = dv;
           }
           Binding& c = emit(out, Op::Check, "_", p->pos);
-          c.a = cur; c.constant = Value::nil(); c.pattern = whole;
+          c.a = cur; c.constant = Value::nil(); c.pattern = count_text('E', items.size(), items.size(), text);
           return;
         }
         if (sx_is_sym(head, k.cons) && items.size() != 2) syntax_error("cons pattern: expected two sub-patterns", p);
         if (items.empty()) syntax_error("cons* pattern: expected at least one sub-pattern", p);
         Var* cur = v;
         for (size_t i = 0; i + 1 < items.size(); i++) {
+          const char* at = args_of ? count_text('A', items.size(), i, args_of) : whole;
           Binding& a = emit(out, Op::Car, "_", items[i]->pos);
-          a.a = cur; a.pattern = whole;
+          a.a = cur; a.pattern = at;
           Var* av = a.x;
           Binding& d = emit(out, Op::Cdr, "_", items[i]->pos);
-          d.a = cur; d.pattern = whole;
+          d.a = cur; d.pattern = at;
           Var* dv = d.x;
           destructure(items[i], av, out, sc, whole);
           cur = dv;
@@ -203,7 +217,8 @@ struct Expander {
     lam->param = fresh(pat->type == Sx::Sym ? pat->text : "arg");
     lam->body = new_body();
     const char* whole = intern(sx_to_string(formals->type == Sx::Pair && formals->cdr->type == Sx::Nil ? formals->car : pat));
-    destructure(pat, lam->param, lam->body, &inner, whole);
+    bool tuple = formals->type == Sx::Pair && formals->cdr->type != Sx::Nil;  // (cons* p q ...)
+    destructure(pat, lam->param, lam->body, &inner, whole, tuple ? (name ? name : "") : nullptr);
     lam->body->result = sequence(body, lam->body, &inner, at);
     return lam;
   }
