@@ -41,13 +41,15 @@ inline double compare_arg(Prim* p, Value v) {
 }
 
 // A binary primitive's second argument that is not a real: a call with more arguments, (+ a b c),
-// gives it the rest, (b . c), which the user never wrote; say what they did write. (A proper list,
-// (* x (list 1 2)), is more likely a list given as the second argument: that, as before.)
+// gives it the rest, (b . c), which the user never wrote: the message asks whether that is what
+// they did. (A proper list, (* x (list 1 2)), is more likely a list given as the second argument.)
 [[noreturn]] __attribute__((noinline, cold)) void second_arg_error(Prim* p, Value b) {
   Value r = forced(b);
   long n = 2;
   for (; is_pair(r) && n < 1000000; n++) r = forced(cdr(r));
-  if (n > 2 && !r.is_nil()) throw Error(std::string(p->name) + ": expected 2 arguments, got " + std::to_string(n));
+  if (n > 2 && !r.is_nil())  // (or a pair as the second argument, (* dt v) with v a pair: the same tuple)
+    throw Error(std::string(p->name) + ": expected a real, got " + write_brief(b) + " (" + p->name +
+                " takes 2 arguments: was it given " + std::to_string(n) + "?)");
   type_error(p, "a real", b);
 }
 inline double real_arg_2(Prim* p, Value v) {
