@@ -159,6 +159,25 @@ run "$V" -e '(foo 1)'
 if [ $RC -eq 1 ] && printf '%s' "$ERR" | grep -q 'unbound variable foo'; then ok "unbound variable error"
 else notok "unbound variable error" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 
+# under reverse mode, an error of a comparison or of an AD primitive's native rule is located where
+# it is written (it was at the outer gradient call), in every tier
+cat >revloc.vlad <<'EOF'
+(define (f x)
+  (if (< x "one") x (* x x)))
+(define (g x)
+  (+ x (unperturb x)))
+(define (loop n) (if (= n 0) 0 (begin ((gradient f) (list 1 2)) (loop (- n 1)))))
+EOF
+for tier in "--jit=off" "--jit=on" "--jit-threshold 1"; do
+  printf '(include "revloc")\n((gradient f) 3)\n' >revloc1.vlad
+  printf '(include "revloc")\n((gradient g) 3)\n' >revloc2.vlad
+  e1=$("$V" $tier revloc1.vlad 2>&1 >/dev/null | head -1); e2=$("$V" $tier revloc2.vlad 2>&1 >/dev/null | head -1)
+  if [ "$e1" = './revloc.vlad:2:7: error: <: expected a real, got "one"' ] &&
+     [ "$e2" = './revloc.vlad:4:8: error: unperturb: expected a perturbation, got 3' ]; then
+    ok "errors of a comparison and of unperturb under reverse mode are located where written ($tier)"
+  else notok "errors under reverse mode located where written ($tier)" "'$e1' '$e2'"; fi
+done
+
 # a recursion's calls from one site are one line, counted
 cat >selferr.vlad <<'EOF'
 (define (bad x) (+ 1 (car x)))

@@ -710,6 +710,9 @@ bool rev_const_s(Closure* c, Value xr, Value* out) {
 
 bool rev_compare_s2(Closure* c, Value a, Value b, Value* out) {
   Prim* p = prim_of(c);
+  // (what is no real: declined, so that the rule's call, in its record, raises the error where
+  // the comparison is written)
+  if (!strip_tags(a).is_real() || !strip_tags(b).is_real()) return false;
   out[0] = p->fn2(p, a, b);
   double x;
   if (plain_reverse(a, x) && plain_reverse(b, x)) {

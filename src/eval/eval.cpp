@@ -219,6 +219,20 @@ inline void note_backprop(const Instr* ip, Value bp) {
 
 bool split_star_j_inverse(Exec* ex, const Instr* ip, Value fv);
 
+namespace {
+// A callee's native forward phase (Lambda::native_split1/2) at call ip: an error without a
+// position gets the call's, as a primitive's at once does (op_app).
+inline bool native_split(const Instr* ip, Lambda* lam, Closure* cl, Value a, Value b, Value* out) {
+  try {
+    return ip->op2 == AppPair ? lam->native_split2 && lam->native_split2(cl, a, b, out)
+                              : lam->native_split1 && lam->native_split1(cl, a, out);
+  } catch (Error& e) {
+    if (!e.pos.file) e.pos = ip->call_site();
+    throw;
+  }
+}
+}  // namespace
+
 // x, x2 = car, cdr of (f a): the forward phase's call in reverse-transformed code.
 void Exec::run_split(const Instr* ip) {
   Value fv = get(ip->a);
@@ -229,8 +243,7 @@ void Exec::run_split(const Instr* ip) {
   if (is(fv, Kind::Closure)) {
     Closure* cl = static_cast<Closure*>(fv.as_obj());
     Lambda* lam = cl->lambda;
-    bool done = ip->op2 == AppPair ? lam->native_split2 && lam->native_split2(cl, get(ip->b), get(ip->b2), out)
-                                   : lam->native_split1 && lam->native_split1(cl, get(ip->b), out);
+    bool done = native_split(ip, lam, cl, get(ip->b), ip->op2 == AppPair ? get(ip->b2) : Value::unbound(), out);
     if (done) {
       fr[ip->x] = out[0];
       fr[ip->x2] = out[1];
@@ -346,9 +359,7 @@ inline int Exec::op_app(const Instr* ip) {
       Closure* callee = static_cast<Closure*>(fv.as_obj());
       Lambda* lam = callee->lambda;
       Value out[2];
-      bool done = ip->op2 == AppPair
-                      ? lam->native_split2 && lam->native_split2(callee, get(ip->b), get(ip->b2), out)
-                      : lam->native_split1 && lam->native_split1(callee, get(ip->b), out);
+      bool done = native_split(ip, lam, callee, get(ip->b), ip->op2 == AppPair ? get(ip->b2) : Value::unbound(), out);
       if (done) {
         r1 = out[0];
         r2 = way_out_bp(ip, out[0], out[1]);
@@ -389,7 +400,13 @@ inline int Exec::op_app(const Instr* ip) {
     } else if (is(fv, Kind::Closure)) {
       Closure* cl = static_cast<Closure*>(fv.as_obj());
       if (cl->lambda->native2) {
-        Value r = cl->lambda->native2(cl, get(ip->b), get(ip->b2));
+        Value r;
+        try {
+          r = cl->lambda->native2(cl, get(ip->b), get(ip->b2));
+        } catch (Error& e) {  // (as a primitive's, at once: the call's position)
+          if (!e.pos.file) e.pos = ip->call_site();
+          throw;
+        }
         if (!r.is_unbound()) {
           fr[ip->x] = r;
           return kContinue;

@@ -205,9 +205,15 @@ extern "C" uint64_t vlad_jit_alloc(size_t bytes) {
 
 // A callee's native forward phase (Lambda::native_split1/2) into out: 1, 0 when it declined (the
 // interpreter then runs the call), or kThrown with the error kept.
-extern "C" int vlad_jit_split2(bool (*fn)(Closure*, Value, Value, Value*), Closure* cl, uint64_t a, uint64_t b, Value* out) {
+// (An error without a position gets the call's, as op_app gives it.)
+extern "C" int vlad_jit_split2(bool (*fn)(Closure*, Value, Value, Value*), Closure* cl, uint64_t a, uint64_t b, Value* out,
+                               const Instr* ip) {
   try {
     return fn(cl, Value(a, 0), Value(b, 0), out) ? 1 : 0;
+  } catch (Error& e) {
+    if (!e.pos.file) e.pos = ip->call_site();
+    jit_keep_error();
+    return kThrown;
   } catch (...) {
     jit_keep_error();
     return kThrown;
@@ -229,9 +235,14 @@ extern "C" int vlad_jit_short_chain(Closure* c) {
 // A callee's native implementation of two arguments (Lambda::native2: a primitive's forward rule
 // at the first level, say): its value, Value::kUnbound when it declined, 0 when it threw (the
 // error kept).
-extern "C" uint64_t vlad_jit_native2(Value (*fn)(Closure*, Value, Value), Closure* cl, uint64_t a, uint64_t b) {
+extern "C" uint64_t vlad_jit_native2(Value (*fn)(Closure*, Value, Value), Closure* cl, uint64_t a, uint64_t b,
+                                     const Instr* ip) {
   try {
     return fn(cl, Value(a, 0), Value(b, 0)).bits;
+  } catch (Error& e) {  // (the call's position, as op_app gives it)
+    if (!e.pos.file) e.pos = ip->call_site();
+    jit_keep_error();
+    return 0;
   } catch (...) {
     jit_keep_error();
     return 0;
@@ -246,9 +257,13 @@ extern "C" uint64_t vlad_jit_native1(Value (*fn)(Closure*, Value), Closure* cl, 
     return 0;
   }
 }
-extern "C" int vlad_jit_split1(bool (*fn)(Closure*, Value, Value*), Closure* cl, uint64_t a, Value* out) {
+extern "C" int vlad_jit_split1(bool (*fn)(Closure*, Value, Value*), Closure* cl, uint64_t a, Value* out, const Instr* ip) {
   try {
     return fn(cl, Value(a, 0), out) ? 1 : 0;
+  } catch (Error& e) {
+    if (!e.pos.file) e.pos = ip->call_site();
+    jit_keep_error();
+    return kThrown;
   } catch (...) {
     jit_keep_error();
     return kThrown;
@@ -2501,8 +2516,10 @@ struct Emitter {
         if (two) {
           load(xr::rcx, ip->b2);
           a.mov(xr::r8, xr::rsp);
+          a.mov(xr::r9, (uint64_t)ip);
         } else {
           a.mov(xr::rcx, xr::rsp);
+          a.mov(xr::r8, (uint64_t)ip);
         }
         call(two ? (const void*)&vlad_jit_split2 : (const void*)&vlad_jit_split1);
         halves_or_fall_through(ip, done);
@@ -2755,6 +2772,7 @@ struct Emitter {
     a.mov(xr::rsi, xr::rax);
     load(xr::rdx, ip->b);
     load(xr::rcx, ip->b2);
+    a.mov(xr::r8, (uint64_t)ip);
     call((const void*)&vlad_jit_native2);
     a.test(xr::rax, xr::rax);
     a.jz(thrown);
