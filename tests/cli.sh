@@ -178,6 +178,18 @@ for tier in "--jit=off" "--jit=on" "--jit-threshold 1"; do
   else notok "errors under reverse mode located where written ($tier)" "'$e1' '$e2'"; fi
 done
 
+# no internal frames: a primitive rule's own calls ("in sqrt at <rules>:1:51"), a library helper's
+# % ("in %jacobian-R"), the application of what is no procedure ("in ? at ...")
+printf '(define (f x) (sqrt (list x)))\n((gradient f) 3)\n' >rulesframe.vlad
+printf '(define (f (list x y)) (* x y))\n((jacobian-R f) (list 1))\n' >helperframe.vlad
+printf '(define (f x) (+ 1 (x 1)))\n(f 5)\n' >notproc.vlad
+e1=$("$V" rulesframe.vlad 2>&1 >/dev/null); e2=$("$V" helperframe.vlad 2>&1 >/dev/null); e3=$("$V" notproc.vlad 2>&1 >/dev/null)
+if [ "$e1" = "$(printf '%s\n' 'rulesframe.vlad:1:15: error: sqrt: expected a real, got (3)' '  in sqrt at rulesframe.vlad:1:15' '  in gradient-R at rulesframe.vlad:2:1')" ] &&
+   [ "$e2" = "$(printf '%s\n' 'helperframe.vlad:1:20: error: pattern (list x y): expected a list of 2 elements, got 1' '  in f, called by jacobian-R' '  in jacobian-R at helperframe.vlad:2:1')" ] &&
+   [ "$e3" = "$(printf '%s\n' 'notproc.vlad:1:20: error: not a procedure: 5 cannot be applied to 1' '  in f at notproc.vlad:2:1')" ]; then
+  ok "traces show no internal frames (rules, % helpers, a non-procedure)"
+else notok "traces show no internal frames" "'$(one_line "$e1")' '$(one_line "$e2")' '$(one_line "$e3")'"; fi
+
 # a recursion's calls from one site are one line, counted
 cat >selferr.vlad <<'EOF'
 (define (bad x) (+ 1 (car x)))

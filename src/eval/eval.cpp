@@ -1440,7 +1440,13 @@ void attach_trace(Error& e, long base) {
   for (long k = d; k > base; k--) {
     const CallRecord& r = call_records[k];
     if (!r.pos.file) continue;  // the top-level form itself
-    const char* name = callee_name(Value(r.f, 0));
+    // a call inside a primitive's rule (its own frame follows, by the primitive's name), and the
+    // application of what is no procedure (the message says so), are not calls a user wrote
+    if (r.pos.file == rules_file) continue;
+    Value f(r.f, 0);
+    if (!is(f, Kind::Closure) && !is(f, Kind::Prim)) continue;
+    const char* name = callee_name(f);
+    if (name[0] == '%' && name[1]) name++;  // a library helper (%jacobian-R): by the name a user knows
     if (!e.trace.empty()) {  // a recursion's calls from one site: one line, counted
       TraceEntry& last = e.trace.back();
       if (last.pos.file == r.pos.file && last.pos.line == r.pos.line && last.pos.col == r.pos.col && last.name == name) {
