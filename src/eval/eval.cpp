@@ -1445,6 +1445,7 @@ void attach_trace(Error& e, long base) {
     if (r.pos.file == rules_file) continue;
     Value f(r.f, 0);
     if (!is(f, Kind::Closure) && !is(f, Kind::Prim)) continue;
+    if (f == Value::obj(current->p_error)) continue;  // (error ...) raised it: where is the location
     const char* name = callee_name(f);
     if (name[0] == '%' && name[1]) name++;  // a library helper (%jacobian-R): by the name a user knows
     if (!e.trace.empty()) {  // a recursion's calls from one site: one line, counted

@@ -579,7 +579,17 @@ gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const st
       body = sx_cons(lam, sx_nil(target->pos), target->pos);
       target = target->car;
     }
-    if (target->type == Sx::Pair && target->car->type == Sx::Sym) ex.curried_name = target->car->text;
+    if (target->type == Sx::Pair && target->car->type == Sx::Sym) {
+      ex.curried_name = target->car->text;
+      // (the prelude's (define (gradient-R f) check ... (lambda (x) ...)): a curried define with a
+      // check first; its lambda is named as a curried define's)
+      if (prelude && ex.curried.empty()) {
+        Sx* last = body;
+        while (last->type == Sx::Pair && last->cdr->type == Sx::Pair) last = last->cdr;
+        if (last->type == Sx::Pair && last->car->type == Sx::Pair && sx_is_sym(last->car->car, k.lambda))
+          ex.curried.push_back(last->car);
+      }
+    }
     TopLevel t;
     t.pos = form->pos;
     // A keyword's calls stay the form's (cons, list, if, ...): defined, the name would be bound

@@ -143,6 +143,7 @@ Interp::Interp() {
   list_ref = static_cast<Closure*>(cell(intern("list-ref"), true)->value.as_obj())->lambda;
   equal_p = static_cast<Closure*>(cell(intern("equal?"), true)->value.as_obj())->lambda;
   p_car = prim("car");
+  p_error = prim("error");
   p_cdr = prim("cdr");
   p_num_eq = prim("=");
   p_zero_sens2 = prim("%zero-sensitivities?");

@@ -58,7 +58,7 @@ struct Interp {
   Lambda *list_ref = nullptr, *list_ref_bp = nullptr;
   // The prelude's equal?, whose reverse transform compares data at the first level at once.
   Lambda* equal_p = nullptr;
-  Prim *p_car = nullptr, *p_cdr = nullptr, *p_num_eq = nullptr, *p_zero_sens2 = nullptr;
+  Prim *p_car = nullptr, *p_cdr = nullptr, *p_num_eq = nullptr, *p_zero_sens2 = nullptr, *p_error = nullptr;
   // The user's `car` and `cdr` cells, and a cell (not a name a program can refer to) holding #t
   // while both hold the builtin primitives: the first-level reverse transform of a user lambda
   // treats its calls of them as projections, behind a test of this cell (transform.cpp).
