@@ -581,13 +581,16 @@ gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const st
     }
     if (target->type == Sx::Pair && target->car->type == Sx::Sym) {
       ex.curried_name = target->car->text;
-      // (the prelude's (define (gradient-R f) check ... (lambda (x) ...)): a curried define with a
-      // check first; its lambda is named as a curried define's)
+      // (the prelude's (define (gradient-R f) (if (procedure? f) (lambda (x) ...) error)): a
+      // curried define with a check first; its lambda is named as a curried define's)
       if (prelude && ex.curried.empty()) {
         Sx* last = body;
         while (last->type == Sx::Pair && last->cdr->type == Sx::Pair) last = last->cdr;
-        if (last->type == Sx::Pair && last->car->type == Sx::Pair && sx_is_sym(last->car->car, k.lambda))
-          ex.curried.push_back(last->car);
+        Sx* e = last->type == Sx::Pair ? last->car : nullptr;
+        if (e && e->type == Sx::Pair && sx_is_sym(e->car, k.if_) && e->cdr->type == Sx::Pair &&
+            e->cdr->cdr->type == Sx::Pair)
+          e = e->cdr->cdr->car;  // the consequent
+        if (e && e->type == Sx::Pair && sx_is_sym(e->car, k.lambda)) ex.curried.push_back(e);
       }
     }
     TopLevel t;

@@ -3066,8 +3066,10 @@ struct Emitter {
       if (two) {
         load(xr::rcx, ip->b2);
         a.mov(xr::r8, xr::rsp);
+        a.mov(xr::r9, (uint64_t)ip);
       } else {
         a.mov(xr::rcx, xr::rsp);
+        a.mov(xr::r8, (uint64_t)ip);
       }
       call(two ? (const void*)&vlad_jit_split2 : (const void*)&vlad_jit_split1);
       a.cmp(xr::eax, 1);
