@@ -94,6 +94,15 @@ if [ $RC -ne 0 ] && [ "$OUT" = "$(printf '16\n0.5\n+inf')" ] && [ "$ERR" = "read
   in read-real at readreals.vlad:4:1" ]; then ok "read-real reads the program's numerals (#x10, .5, +inf) and rejects 1/2"
 else notok "read-real numerals" "rc $RC out '$(one_line "$OUT")' err '$(one_line "$ERR")'"; fi
 
+# a UTF-8 byte-order mark is skipped; a #! first line is a comment (an executable script)
+printf '\xef\xbb\xbf(define (sq x) (* x x))\n(sq 3)\n' >bom.vlad
+run "$V" bom.vlad
+expect "a UTF-8 byte-order mark at the start of a file is skipped" 0 "9"
+printf '#!/usr/bin/env vlad\n(+ 1 2)\n(car 5)\n' >shebang.vlad
+run "$V" shebang.vlad
+if [ $RC -eq 1 ] && [ "$OUT" = "3" ] && printf '%s' "$ERR" | head -1 | grep -q '^shebang\.vlad:3:1: error: car'; then ok "a #! first line is a comment (lines still counted)"
+else notok "a #! first line is a comment" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
 mkdir -p incdir/lib main other
 printf '(define (triple x) (* 3 x))\n' >incdir/lib/triple.vlad
 printf '(include "triple")\n(triple 5)\n' >main/prog.vlad
