@@ -284,6 +284,16 @@ if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '9\n16')" ] && [ "$lines" = "1 2 4 " ] 
   ok "VLAD_TIME_FORMS times each top-level form (lines 1 2 4)"
 else notok "VLAD_TIME_FORMS times each top-level form" "exit $RC, out '$(one_line "$OUT")', lines '$lines', stderr '$(one_line "$(cat timed.err)")'"; fi
 
+# () as an expression: located at its '(' (it was at its ')'), with a hint for the empty list
+printf "(define (len l) (if (null? l) 0 (+ 1 (len (cdr l)))))\n(len ())\n(define (f x)\n  (if x (\n        )\n      1))\n" >emptyapp.vlad
+run "$V" emptyapp.vlad
+if [ $RC -eq 1 ] && [ "$ERR" = "emptyapp.vlad:2:6: error: empty application (); the empty list is written '()" ]; then ok "() is located at its '(' and hints at '()"
+else notok "() is located at its '(' and hints at '()" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+printf "(define (f x)\n  (if x (\n        )\n      1))\n" >emptyapp2.vlad
+run "$V" emptyapp2.vlad
+if [ $RC -eq 1 ] && printf '%s' "$ERR" | grep -q '^emptyapp2\.vlad:2:9: error: empty application'; then ok "() over two lines is located at its '('"
+else notok "() over two lines is located at its '('" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
 # ---------------------------------------------------------------- --check
 cat >chk.vlad <<'EOF'
 (define (sq x) (* x x))

@@ -287,7 +287,7 @@ struct Expander {
       case Sx::Real: return constant(out, Value::real(e->real), e->pos);
       case Sx::Bool: return constant(out, Value::boolean(e->boolean), e->pos);
       case Sx::Str: return constant(out, sx_to_value(e), e->pos);
-      case Sx::Nil: syntax_error("empty application ()", e);
+      case Sx::Nil: syntax_error("empty application (); the empty list is written '()", e);
       case Sx::Sym:
         if (e->text == k.arrow) syntax_error("===> must follow a top-level expression", e);
         return variable(e, out, sc);

@@ -226,7 +226,7 @@ struct Reader {
         if (c != close) fail(std::string("mismatched '") + c + "'", pos());
         Pos np = pos();
         advance();
-        *tail = sx_nil(np);
+        *tail = sx_nil(head ? np : open);  // (an empty list () is where it opens, as any list)
         return head;
       }
       if (c == '.' && delimiter(peek(1))) {
