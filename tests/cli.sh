@@ -284,6 +284,15 @@ if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '9\n16')" ] && [ "$lines" = "1 2 4 " ] 
   ok "VLAD_TIME_FORMS times each top-level form (lines 1 2 4)"
 else notok "VLAD_TIME_FORMS times each top-level form" "exit $RC, out '$(one_line "$OUT")', lines '$lines', stderr '$(one_line "$(cat timed.err)")'"; fi
 
+# string escapes: the known ones, R7RS \xHH; and line continuations; an unknown one is a located error
+printf '(define d (display "a\\tb\\\\c\\"d\\x41;\\x3bb;e \\\n     f"))\n' >esc-ok.vlad
+run "$V" esc-ok.vlad
+expect "string escapes \\t \\\\ \\\" \\xHH; and a line continuation" 0 "$(printf 'a\tb\\c"dA\xce\xbbe f')"
+printf '(display "C:\\temp\\q")\n' >esc-bad.vlad
+run "$V" esc-bad.vlad
+if [ $RC -eq 1 ] && [ -z "$OUT" ] && printf '%s' "$ERR" | grep -q '^esc-bad\.vlad:1:18: error: unknown escape \\q in string'; then ok "an unknown string escape is a located error"
+else notok "an unknown string escape is a located error" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
 # () as an expression: located at its '(' (it was at its ')'), with a hint for the empty list
 printf "(define (len l) (if (null? l) 0 (+ 1 (len (cdr l)))))\n(len ())\n(define (f x)\n  (if x (\n        )\n      1))\n" >emptyapp.vlad
 run "$V" emptyapp.vlad

@@ -3,6 +3,7 @@
 #include "reader.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace vlad {
@@ -46,6 +47,34 @@ struct Reader {
     i++;
   }
   [[noreturn]] void fail(const std::string& msg, Pos p) { throw Error(msg, p); }
+
+  // A character of the source as a message shows it: printable ASCII as itself, any other byte
+  // as \xNN (a message never carries a raw control byte or a piece of a UTF-8 sequence).
+  static std::string shown(char c) {
+    unsigned char u = (unsigned char)c;
+    if (u > 0x20 && u < 0x7f) return std::string(1, c);
+    char buf[8];
+    snprintf(buf, sizeof buf, "\\x%02x", u);
+    return buf;
+  }
+
+  static void append_utf8(std::string& out, unsigned long cp) {
+    if (cp < 0x80) {
+      out += (char)cp;
+    } else if (cp < 0x800) {
+      out += (char)(0xC0 | (cp >> 6));
+      out += (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += (char)(0xE0 | (cp >> 12));
+      out += (char)(0x80 | ((cp >> 6) & 0x3F));
+      out += (char)(0x80 | (cp & 0x3F));
+    } else {
+      out += (char)(0xF0 | (cp >> 18));
+      out += (char)(0x80 | ((cp >> 12) & 0x3F));
+      out += (char)(0x80 | ((cp >> 6) & 0x3F));
+      out += (char)(0x80 | (cp & 0x3F));
+    }
+  }
 
   // Skips whitespace and comments; `#;` skips the next datum.
   void skip() {
@@ -191,6 +220,7 @@ struct Reader {
       advance();
       if (c == '"') break;
       if (c == '\\') {
+        Pos bp = Pos{file, line, col - 1};
         if (eof()) fail("unterminated string", p);
         char e = peek();
         advance();
@@ -198,9 +228,35 @@ struct Reader {
           case 'n': out += '\n'; break;
           case 't': out += '\t'; break;
           case 'r': out += '\r'; break;
+          case 'a': out += '\a'; break;
+          case 'b': out += '\b'; break;
           case '\\': out += '\\'; break;
           case '"': out += '"'; break;
-          default: out += e;
+          case 'x': case 'X': {  // \xHH; (R7RS): the character with that code point, in UTF-8
+            unsigned long cp = 0;
+            size_t digits = 0;
+            while (!eof() && isxdigit((unsigned char)peek()) && digits < 8) {
+              char h = peek();
+              cp = cp * 16 + (isdigit((unsigned char)h) ? h - '0' : (tolower(h) - 'a' + 10));
+              digits++;
+              advance();
+            }
+            if (digits == 0 || eof() || peek() != ';' || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+              fail("bad escape in string: \\x must be followed by hex digits and ';', as \\x41;", bp);
+            advance();
+            append_utf8(out, cp);
+            break;
+          }
+          case ' ': case '\t': case '\n': case '\r': {
+            // a line continuation (R7RS): backslash, blanks, a newline, blanks -> nothing
+            size_t k = i - 1;
+            while (k < src.size() && (src[k] == ' ' || src[k] == '\t' || src[k] == '\r')) k++;
+            if (k >= src.size() || src[k] != '\n') fail("unknown escape \\" + shown(e) + " in string", bp);
+            while (i <= k) advance();
+            while (!eof() && (peek() == ' ' || peek() == '\t')) advance();
+            break;
+          }
+          default: fail("unknown escape \\" + shown(e) + " in string (known: \\n \\t \\r \\a \\b \\\\ \\\" \\xHH;)", bp);
         }
       } else {
         out += c;
