@@ -293,6 +293,17 @@ run "$V" esc-bad.vlad
 if [ $RC -eq 1 ] && [ -z "$OUT" ] && printf '%s' "$ERR" | grep -q '^esc-bad\.vlad:1:18: error: unknown escape \\q in string'; then ok "an unknown string escape is a located error"
 else notok "an unknown string escape is a located error" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 
+# a NUL, a control byte or a byte that is not UTF-8 in the source: a whole one-line message, the byte escaped
+printf '(+ 1 \000 2)\n' >nul.vlad
+printf '(+ 1 \001 2)\n' >ctrl.vlad
+printf '(+ 1 a\377 2)\n' >notutf8.vlad
+printf '(+ 1 \316\273x 2)\n' >utf8sym.vlad
+got=""
+for f in nul ctrl notutf8 utf8sym; do run "$V" $f.vlad; got="$got$RC $ERR|"; done
+want='1 nul.vlad:1:6: error: unexpected character \x00|1 ctrl.vlad:1:6: error: unexpected character \x01|1 notutf8.vlad:1:7: error: invalid UTF-8 byte \xff|1 utf8sym.vlad:1:6: error: unbound variable λx|'
+if [ "$got" = "$want" ]; then ok "NUL, control and non-UTF-8 bytes in the source: one-line messages with the byte escaped"
+else notok "NUL, control and non-UTF-8 bytes in the source" "got '$(one_line "$got")'"; fi
+
 # () as an expression: located at its '(' (it was at its ')'), with a hint for the empty list
 printf "(define (len l) (if (null? l) 0 (+ 1 (len (cdr l)))))\n(len ())\n(define (f x)\n  (if x (\n        )\n      1))\n" >emptyapp.vlad
 run "$V" emptyapp.vlad

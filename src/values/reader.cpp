@@ -111,9 +111,33 @@ struct Reader {
            c == '[' || c == ']' || c == '"' || c == ';' || c == '\'';
   }
 
+  // The length of the UTF-8 sequence at src[k], or 0 when it is not one.
+  size_t utf8_length(size_t k) const {
+    unsigned char u = (unsigned char)src[k];
+    size_t n = u >= 0xC2 && u <= 0xDF ? 2 : u >= 0xE0 && u <= 0xEF ? 3 : u >= 0xF0 && u <= 0xF4 ? 4 : 0;
+    if (n == 0 || k + n > src.size()) return 0;
+    for (size_t j = 1; j < n; j++)
+      if (((unsigned char)src[k + j] & 0xC0) != 0x80) return 0;
+    return n;
+  }
+
+  // A token's characters: no control character, only whole UTF-8 sequences (a message that
+  // names the token, "unbound variable NAME", never carries a raw byte).
   std::string token() {
     std::string t;
-    while (!eof() && !delimiter(peek())) { t += peek(); advance(); }
+    while (!eof() && !delimiter(peek())) {
+      unsigned char u = (unsigned char)peek();
+      if (u < 0x20 || u == 0x7f) fail("unexpected character " + shown(peek()), pos());
+      if (u >= 0x80) {
+        size_t n = utf8_length(i);
+        if (n == 0) fail("invalid UTF-8 byte " + shown(peek()), pos());
+        if (src.compare(i, n, "\xEF\xBB\xBF") == 0) fail("unexpected byte-order mark (U+FEFF)", pos());
+        for (size_t j = 0; j < n; j++) { t += peek(); advance(); }
+        continue;
+      }
+      t += peek();
+      advance();
+    }
     return t;
   }
 
@@ -175,7 +199,7 @@ struct Reader {
   Sx* read_atom() {
     Pos p = pos();
     std::string t = token();
-    if (t.empty()) fail(std::string("unexpected character '") + peek() + "'", p);
+    if (t.empty()) fail("unexpected character " + shown(peek()), p);
     if (t[0] == '#') {
       // (as Scheme, in either case)
       if (t == "#t" || t == "#true" || t == "#T" || t == "#TRUE") { Sx* s = sx_new(Sx::Bool, p); s->boolean = true; return s; }
