@@ -304,6 +304,21 @@ want='1 nul.vlad:1:6: error: unexpected character \x00|1 ctrl.vlad:1:6: error: u
 if [ "$got" = "$want" ]; then ok "NUL, control and non-UTF-8 bytes in the source: one-line messages with the byte escaped"
 else notok "NUL, control and non-UTF-8 bytes in the source" "got '$(one_line "$got")'"; fi
 
+# reader and syntax messages: #; at the end located at the #;, columns count characters (not
+# UTF-8 bytes), rest parameters named by define, vectors, characters and quasiquote named
+printf '(+ 1 2)\n#;\n' >dc-eof.vlad
+printf '(define caf\303\251 1)\n(+ caf\303\251 x)\n' >utf8col.vlad
+printf '(define (f . args) args)\n' >rest1.vlad
+printf '(define (f x . rest) x)\n' >rest2.vlad
+printf '(define v #(1 2 3))\n' >vec.vlad
+printf "(define c #\\\\a)\n" >chr.vlad
+printf '(define x 1)\n`(1 ,x)\n' >qq.vlad
+got=""
+for f in dc-eof utf8col rest1 rest2 vec chr qq; do run "$V" $f.vlad; got="$got$RC $(printf '%s' "$ERR" | head -1)|"; done
+want="1 dc-eof.vlad:2:1: error: #; at end of input: a datum comment needs a datum after it|1 utf8col.vlad:2:9: error: unbound variable x|1 rest1.vlad:1:1: error: define: rest parameters are not supported (every procedure takes one argument: (f a b) passes the tuple (a . b))|1 rest2.vlad:1:1: error: define: rest parameters are not supported (every procedure takes one argument: (f a b) passes the tuple (a . b))|1 vec.vlad:1:11: error: VLAD has no vectors: #( is not supported; use (list ...)|1 chr.vlad:1:11: error: VLAD has no characters: #\\a is not supported; use a string|1 qq.vlad:2:1: error: quasiquote (\`) is not supported; build the list with list and cons|"
+if [ "$got" = "$want" ]; then ok "reader messages: #; at the end, columns in characters, define's rest parameters, #(, #\\, quasiquote"
+else notok "reader messages: #; at the end, columns in characters, rest parameters, #(, #\\, quasiquote" "got '$(one_line "$got")'"; fi
+
 # () as an expression: located at its '(' (it was at its ')'), with a hint for the empty list
 printf "(define (len l) (if (null? l) 0 (+ 1 (len (cdr l)))))\n(len ())\n(define (f x)\n  (if x (\n        )\n      1))\n" >emptyapp.vlad
 run "$V" emptyapp.vlad

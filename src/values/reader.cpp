@@ -43,7 +43,8 @@ struct Reader {
   bool eof() const { return i >= src.size(); }
   char peek(size_t k = 0) const { return i + k < src.size() ? src[i + k] : '\0'; }
   void advance() {
-    if (src[i] == '\n') { line++; col = 1; } else col++;
+    // (a column counts characters, as editors do: a UTF-8 sequence's continuation bytes do not count)
+    if (src[i] == '\n') { line++; col = 1; } else if (((unsigned char)src[i] & 0xC0) != 0x80) col++;
     i++;
   }
   [[noreturn]] void fail(const std::string& msg, Pos p) { throw Error(msg, p); }
@@ -96,9 +97,10 @@ struct Reader {
         continue;
       }
       if (c == '#' && peek(1) == ';') {
+        Pos start = pos();
         advance(); advance();
         skip();
-        if (eof()) fail("#; at end of input", pos());
+        if (eof()) fail("#; at end of input: a datum comment needs a datum after it", start);
         read_datum();
         continue;
       }
@@ -222,8 +224,12 @@ struct Reader {
           return s;
         }
       }
+      if (t == "#" && peek() == '(') fail("VLAD has no vectors: #( is not supported; use (list ...)", p);
+      if (t.size() >= 2 && t[1] == '\\') fail("VLAD has no characters: " + t + " is not supported; use a string", p);
       fail("bad syntax " + t, p);
     }
+    if (t[0] == '`') fail("quasiquote (`) is not supported; build the list with list and cons", p);
+    if (t[0] == ',') fail("unquote (,) is not supported outside quasiquote (which VLAD does not have)", p);
     double v;
     if (parse_decimal(t, v)) {
       Sx* s = sx_new(Sx::Real, p);
