@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <iostream>
 
@@ -58,6 +60,16 @@ size_t parse_size(const std::string& s) {
   else if (!suffix.empty()) return 0;
   double bytes = v * mult;
   return bytes < 1 << 20 ? 0 : (size_t)bytes;  // under 1 MiB: too small to start
+}
+
+// A whole positive decimal number (no trailing characters): false when `s` is not one.
+bool parse_positive(const char* s, long& out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || errno || v <= 0) return false;
+  out = v;
+  return true;
 }
 
 std::string dir_of(const std::string& path) {
@@ -184,7 +196,7 @@ int repl(Interp& in) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   vlad::gc_init();  // on the main thread, before any evaluation thread exists
   std::ios::sync_with_stdio(false);
   std::vector<std::string> includes, checks;
@@ -211,14 +223,15 @@ int main(int argc, char** argv) {
     } else if (a == "--meter") {
       meter = true;
     } else if (a == "--depth-limit") {
-      if (i + 1 >= argc) { std::cerr << "vlad: --depth-limit needs a number\n"; return 2; }
-      depth_limit = atol(argv[++i]);
-      if (depth_limit <= 0) { std::cerr << "vlad: --depth-limit needs a positive number\n"; return 2; }
+      if (i + 1 >= argc || !parse_positive(argv[++i], depth_limit)) {
+        std::cerr << "vlad: --depth-limit needs a positive number\n";
+        return 2;
+      }
     } else if (a == "--jit=on" || a == "--jit=off") {
       jit = a == "--jit=on";
       if (jit && !jit_supported()) std::cerr << "vlad: no native tier on this machine; interpreting\n";
     } else if (a == "--jit-threshold") {
-      if (i + 1 >= argc || (jit_threshold = atol(argv[++i])) <= 0) {
+      if (i + 1 >= argc || !parse_positive(argv[++i], jit_threshold) || jit_threshold > UINT32_MAX) {
         std::cerr << "vlad: --jit-threshold needs a positive number\n";
         return 2;
       }
@@ -230,17 +243,19 @@ int main(int argc, char** argv) {
       }
       set_heap_limit(bytes);
     } else if (a == "--check") {
-      check = true;
-      for (i++; i < argc; i++) checks.push_back(argv[i]);
-    } else if (a == "-") {
-      file = "-";
+      check = true;  // (the words after it are files to check, or options: no program arguments)
     } else if (a.size() > 1 && a[0] == '-') {
       std::cerr << "vlad: unknown option " << a << "\n" << usage;
       return 2;
+    } else if (check) {
+      checks.push_back(a);
     } else {
       file = a;
     }
   }
+  if (check && have_expr) { std::cerr << "vlad: -e and --check cannot be combined\n" << usage; return 2; }
+  if (check && meter) { std::cerr << "vlad: --meter and --check cannot be combined\n" << usage; return 2; }
+  if (have_expr && !file.empty()) { std::cerr << "vlad: -e and a FILE cannot be combined\n" << usage; return 2; }
   if (check && checks.empty()) { std::cerr << "vlad: --check needs at least one file\n" << usage; return 2; }
   if (meter && file.empty() && !have_expr) { std::cerr << "vlad: --meter needs a file\n" << usage; return 2; }
 
@@ -311,4 +326,15 @@ int main(int argc, char** argv) {
     return ok ? 0 : 1;
   }
   return repl(in);
+}
+
+int main(int argc, char** argv) {
+  int rc = run_main(argc, argv);
+  // Output that could not be written (a full disk, a closed pipe's reader gone): not a success.
+  std::cout.flush();
+  if (!std::cout) {
+    std::cerr << "vlad: error writing standard output (is the disk full, or the reader gone?)\n";
+    return rc ? rc : 1;
+  }
+  return rc;
 }

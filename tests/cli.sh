@@ -56,6 +56,24 @@ run "$V" -e
 if [ $RC -eq 2 ] && [ -n "$ERR" ]; then ok "-e without an expression exits 2"
 else notok "-e without an expression exits 2" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 
+# numbers with trailing junk, -e with a FILE or --check, options among --check's files, a full stdout
+printf '(= 1 1)\n' >opt-ok.vlad
+got=""
+run "$V" --depth-limit 10abc -e '(+ 1 1)'; got="$got$RC $(printf '%s' "$ERR" | head -1)|"
+run "$V" --jit-threshold 1x -e '(+ 1 1)'; got="$got$RC $(printf '%s' "$ERR" | head -1)|"
+run "$V" -e '(+ 1 1)' opt-ok.vlad; got="$got$RC $(printf '%s' "$ERR" | head -1)|"
+run "$V" -e '(+ 1 1)' --check opt-ok.vlad; got="$got$RC $(printf '%s' "$ERR" | head -1)|"
+want="2 vlad: --depth-limit needs a positive number|2 vlad: --jit-threshold needs a positive number|2 vlad: -e and a FILE cannot be combined|2 vlad: -e and --check cannot be combined|"
+if [ "$got" = "$want" ]; then ok "option values with junk, -e with a FILE or --check: exit 2 with a message"
+else notok "option values with junk, -e with a FILE or --check" "got '$(one_line "$got")'"; fi
+run "$V" --check opt-ok.vlad --jit=off opt-ok.vlad
+expect "options may come among --check's files" 0 "2 passed, 0 failed"
+if [ -w /dev/full ]; then
+  "$V" -e '(+ 1 2)' >/dev/full 2>full.err; rc=$?
+  if [ $rc -eq 1 ] && grep -q '^vlad: error writing standard output' full.err; then ok "a full standard output: exit 1 with a message"
+  else notok "a full standard output: exit 1 with a message" "exit $rc, stderr '$(one_line "$(cat full.err)")'"; fi
+fi
+
 # ---------------------------------------------------------------- running programs
 run "$V" -e '(+ 1 2)'
 expect "-e '(+ 1 2)' prints 3" 0 "3"
