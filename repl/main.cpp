@@ -26,10 +26,23 @@ std::atomic<Interp*> interruptible{nullptr};
 // Ctrl-C while no evaluation runs (at the prompt): the line being typed is dropped.
 volatile sig_atomic_t prompt_interrupted = 0;
 
+// What Ctrl-C does outside an evaluation: at the REPL, drop the line being typed; elsewhere
+// (vlad - reading its program, between a --check's forms) what it does to any program.
+bool at_repl = false;
+// Under --check, the first Ctrl-C interrupts the running check (which fails), and the next ends vlad.
+bool checking = false;
+
 void on_sigint(int) {
   Interp* in = interruptible.load();
-  if (in) in->interrupt = true;
-  else prompt_interrupted = 1;
+  if (in) {
+    in->interrupt = true;
+    if (checking) signal(SIGINT, SIG_DFL);
+  } else if (at_repl) {
+    prompt_interrupted = 1;
+  } else {
+    signal(SIGINT, SIG_DFL);
+    raise(SIGINT);
+  }
 }
 
 const char* usage =
@@ -275,6 +288,7 @@ int run_main(int argc, char** argv) {
   signal(SIGINT, on_sigint);
 
   if (check) {
+    checking = true;
     int failed = 0, passed = 0;
     for (const auto& f : checks) {
       std::string text;
@@ -288,11 +302,13 @@ int run_main(int argc, char** argv) {
       CheckResult r;
       try {
         begin_program(in, f == "-" ? "" : f);
+        interruptible = &in;
         run_on_big_stack(&in, [&] { r = check_text(in, text, f.c_str(), dir_of(f), report); });
       } catch (const Error& e) {  // (check_text reports each form's errors itself: this is the rest)
         report += e.located() + "\n";
         r.failed++;
       }
+      interruptible = nullptr;
       std::cout.flush();
       std::cerr << report;
       passed += r.passed;
@@ -325,6 +341,7 @@ int run_main(int argc, char** argv) {
     if (meter) std::cerr << meter_report(in);
     return ok ? 0 : 1;
   }
+  at_repl = true;
   return repl(in);
 }
 

@@ -366,6 +366,29 @@ run "$V" --check chk.vlad
 if [ $RC -eq 0 ] && printf '%s\n' "$OUT" | tail -1 | grep -qx '6 passed, 0 failed'; then ok "--check with all checks passing exits 0"
 else notok "--check with all checks passing exits 0" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 
+# Ctrl-C (SIGINT) under --check interrupts the running check, which fails, and checking goes on;
+# 'vlad -' waiting for its program ends at Ctrl-C (both ignored it)
+printf '(define (spin i) (spin (+ i 1)))\n(spin 0) ===> 1\n(= 1 1)\n' >spin-check.vlad
+"$V" --check spin-check.vlad >spin.out 2>spin.err & pid=$!
+sleep 1; kill -INT $pid 2>/dev/null
+for i in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+if kill -0 $pid 2>/dev/null; then kill -KILL $pid; notok "Ctrl-C interrupts a --check" "still running after SIGINT"
+else
+  wait $pid; rc=$?
+  if [ $rc -eq 1 ] && [ "$(tail -1 spin.out)" = "1 passed, 1 failed" ] && grep -q '^spin-check\.vlad:2:1: FAIL' spin.err && grep -q 'error: interrupted' spin.err; then ok "Ctrl-C interrupts a --check: that check fails, the rest are checked"
+  else notok "Ctrl-C interrupts a --check" "exit $rc, stdout '$(one_line "$(cat spin.out)")', stderr '$(one_line "$(cat spin.err)")'"; fi
+fi
+mkfifo stdin.fifo
+(sleep 8 >stdin.fifo &)
+"$V" - <stdin.fifo >/dev/null 2>&1 & pid=$!
+sleep 1; kill -INT $pid 2>/dev/null
+for i in $(seq 30); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+if kill -0 $pid 2>/dev/null; then kill -KILL $pid; wait $pid 2>/dev/null; notok "Ctrl-C ends 'vlad -' reading its program" "still running after SIGINT"
+else wait $pid; rc=$?
+  if [ $rc -eq 130 ]; then ok "Ctrl-C ends 'vlad -' reading its program (status 130)"
+  else notok "Ctrl-C ends 'vlad -' reading its program" "exit $rc"; fi
+fi
+
 # ---------------------------------------------------------------- --meter
 printf '(define (f n acc) (if (= n 0) acc (f (- n 1) (+ acc (sin n)))))\n(f 1000 0)\n' >meter.vlad
 run "$V" --meter meter.vlad
