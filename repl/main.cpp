@@ -12,6 +12,7 @@
 
 #include "../src/eval/exec.hpp"
 #include "../src/eval/runner.hpp"
+#include "../src/prims/prims.hpp"
 
 using namespace vlad;
 
@@ -85,6 +86,19 @@ bool parse_positive(const char* s, long& out) {
   return true;
 }
 
+// Ends the line the program's output is in, if any: an error report on the terminal (or in a
+// file of both streams) then starts at a line's start, where tools look for FILE:LINE:COL.
+void end_output_line() {
+  if (stdout_mid_line.exchange(false)) std::cout << "\n";
+  std::cout.flush();
+}
+
+// An error report (one or more lines, with no final newline) on standard error, on lines of its own.
+void report_error(const std::string& text) {
+  end_output_line();
+  std::cerr << text << "\n";
+}
+
 std::string dir_of(const std::string& path) {
   size_t k = path.rfind('/');
   return k == std::string::npos ? "." : path.substr(0, k);
@@ -102,6 +116,7 @@ bool run_program(Interp& in, const std::string& text, const std::string& file, s
       opt.dir = dir_of(file);
       run_text(in, text, intern(file), opt, [](Value v, Pos) {
         std::cout << write_string(v) << "\n";
+        stdout_mid_line.store(false, std::memory_order_relaxed);
       });
     });
   } catch (const Error& e) {
@@ -181,7 +196,7 @@ int repl(Interp& in) {
         try {
           std::string body = read_file(arg);
           std::string err;
-          if (!run_program(in, body, arg, err, true)) std::cerr << err << "\n";
+          if (!run_program(in, body, arg, err, true)) report_error(err);
         } catch (const Error& e) {
           std::cerr << "error: " << e.what() << "\n";
         }
@@ -198,7 +213,7 @@ int repl(Interp& in) {
     std::string err;
     bool ok = run_program(in, src, name, err, false);
     auto t1 = std::chrono::steady_clock::now();
-    if (!ok) std::cerr << err << "\n";
+    if (!ok) report_error(err);
     if (mode == Time)
       std::cout << "; " << std::chrono::duration<double, std::milli>(t1 - t0).count() << " ms\n";
     if (mode == Meter) std::cout << meter_report(in);
@@ -309,11 +324,11 @@ int run_main(int argc, char** argv) {
         r.failed++;
       }
       interruptible = nullptr;
-      std::cout.flush();
-      std::cerr << report;
+      if (!report.empty()) report_error(report.substr(0, report.size() - 1));
       passed += r.passed;
       failed += r.failed;
     }
+    end_output_line();
     std::cout << passed << " passed, " << failed << " failed\n";
     return failed ? 1 : 0;
   }
@@ -337,7 +352,7 @@ int run_main(int argc, char** argv) {
     }
     std::string err;
     bool ok = run_program(in, text, name, err, !have_expr && file != "-");
-    if (!ok) std::cerr << err << "\n";
+    if (!ok) report_error(err);
     if (meter) std::cerr << meter_report(in);
     return ok ? 0 : 1;
   }

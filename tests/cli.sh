@@ -337,6 +337,19 @@ want="1 dc-eof.vlad:2:1: error: #; at end of input: a datum comment needs a datu
 if [ "$got" = "$want" ]; then ok "reader messages: #; at the end, columns in characters, define's rest parameters, #(, #\\, quasiquote"
 else notok "reader messages: #; at the end, columns in characters, rest parameters, #(, #\\, quasiquote" "got '$(one_line "$got")'"; fi
 
+# an error after output that did not end its line starts a line of its own (script, -e, REPL, --check)
+printf '(define (report x)\n  (display "x = ")\n  (display (car x))\n  (newline))\n(report 5)\n' >partial.vlad
+got=$("$V" partial.vlad 2>&1 | head -2 | tr '\n' '|')
+got2=$("$V" -e '(define d (display "partial"))' -e '(car 5)' 2>&1 | head -2 | tr '\n' '|')
+got3=$(printf '(define d (display "partial"))\n(car 5)\n(define e (display "ok\\n"))\n(car 6)\n' | "$V" 2>&1 | tr '\n' '|')
+printf '(define d (display "partial"))\n(car 5) ===> 1\n' >partial-check.vlad
+got4=$("$V" --check partial-check.vlad 2>&1 | head -2 | tr '\n' '|')
+if [ "$got" = "x = |partial.vlad:3:12: error: car: expected a pair, got 5|" ] &&
+   [ "$got2" = "partial|<command line>:2:1: error: car: expected a pair, got 5|" ] &&
+   [ "$(printf '%s' "$got3" | cut -d'|' -f1,2,4,5)" = "partial|<repl:2>:1:1: error: car: expected a pair, got 5|ok|<repl:4>:1:1: error: car: expected a pair, got 6" ] &&
+   [ "$got4" = "partial|partial-check.vlad:2:1: FAIL: (car 5)|" ]; then ok "an error after a partial output line starts a line of its own"
+else notok "an error after a partial output line starts a line of its own" "got '$got' '$got2' '$got3' '$got4'"; fi
+
 # () as an expression: located at its '(' (it was at its ')'), with a hint for the empty list
 printf "(define (len l) (if (null? l) 0 (+ 1 (len (cdr l)))))\n(len ())\n(define (f x)\n  (if x (\n        )\n      1))\n" >emptyapp.vlad
 run "$V" emptyapp.vlad

@@ -13,6 +13,8 @@
 
 namespace vlad {
 
+std::atomic<bool> stdout_mid_line{false};
+
 void meter_count(Prim* p) { current->meter[p->id]++; }
 
 namespace {
@@ -164,18 +166,23 @@ Value p_write_real(Prim* p, Value v) {
   Value x = strip_tags(v);
   if (!x.is_real()) type_error(p, "a real", v);
   std::cout << write_string(x) << "\n";
+  stdout_mid_line.store(false, std::memory_order_relaxed);
   return v;
 }
 Value p_write(Prim*, Value v) {
   std::cout << write_string(v) << "\n";
+  stdout_mid_line.store(false, std::memory_order_relaxed);
   return v;
 }
 Value p_display(Prim*, Value v) {
-  std::cout << display_string(v);
+  std::string text = display_string(v);
+  std::cout << text;
+  if (!text.empty()) stdout_mid_line.store(text.back() != '\n', std::memory_order_relaxed);
   return v;
 }
 Value p_newline(Prim*, Value v) {
   std::cout << "\n";
+  stdout_mid_line.store(false, std::memory_order_relaxed);
   return v;
 }
 Value p_read_real(Prim* p, Value) {
