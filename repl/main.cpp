@@ -287,25 +287,38 @@ int run_main(int argc, char** argv) {
   if (check && checks.empty()) { std::cerr << "vlad: --check needs at least one file\n" << usage; return 2; }
   if (meter && file.empty() && !have_expr) { std::cerr << "vlad: --meter needs a file\n" << usage; return 2; }
 
-  Interp* inp = nullptr;
-  try {
-    run_on_big_stack(nullptr, [&] { inp = new Interp(); });
-  } catch (const Error& e) {
-    std::cerr << "vlad: internal error in the prelude: " << e.report() << "\n";
-    return 1;
-  }
-  Interp& in = *inp;
-  in.include_dirs = includes;
-  if (depth_limit) in.depth_limit = depth_limit;
-  if (jit >= 0) in.jit = jit && jit_supported();
-  if (jit_threshold) in.jit_threshold = (uint32_t)jit_threshold;
-  in.meter_retained = meter;
+  // An interpreter with the prelude loaded and the options applied (null, with a message, if the
+  // prelude fails). Starting one costs well under a millisecond.
+  auto new_interp = [&]() -> Interp* {
+    Interp* inp = nullptr;
+    try {
+      run_on_big_stack(nullptr, [&] { inp = new Interp(); });
+    } catch (const Error& e) {
+      std::cerr << "vlad: internal error in the prelude: " << e.report() << "\n";
+      return nullptr;
+    }
+    inp->include_dirs = includes;
+    if (depth_limit) inp->depth_limit = depth_limit;
+    if (jit >= 0) inp->jit = jit && jit_supported();
+    if (jit_threshold) inp->jit_threshold = (uint32_t)jit_threshold;
+    inp->meter_retained = meter;
+    return inp;
+  };
+  Interp* first = new_interp();
+  if (!first) return 1;
+  Interp& in = *first;
   signal(SIGINT, on_sigint);
 
   if (check) {
     checking = true;
     int failed = 0, passed = 0;
-    for (const auto& f : checks) {
+    for (size_t k = 0; k < checks.size(); k++) {
+      const std::string& f = checks[k];
+      // Each file in an interpreter of its own: its verdict does not depend on the files
+      // checked before it (their definitions, the files they included).
+      Interp* fresh = k == 0 ? first : new_interp();
+      if (!fresh) return 1;
+      Interp& in = *fresh;
       std::string text;
       try {
         text = f == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(f);

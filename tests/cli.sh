@@ -379,6 +379,19 @@ run "$V" --check chk.vlad
 if [ $RC -eq 0 ] && printf '%s\n' "$OUT" | tail -1 | grep -qx '6 passed, 0 failed'; then ok "--check with all checks passing exits 0"
 else notok "--check with all checks passing exits 0" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 
+# several files under --check: each checked afresh (a definition or an include of one file
+# reached the next: a file's verdict depended on the files named before it)
+printf '(define (sq x) (* x x))\n(= (sq 2) 4)\n' >sh-a.vlad
+printf '(= (sq 3) 9)\n' >sh-b.vlad
+printf '(define (helper x) (* 10 x))\n' >sh-helper.vlad
+printf '(include "sh-helper")\n(= (helper 1) 10)\n' >sh-c.vlad
+printf '(define (helper x) x)\n(include "sh-helper")\n(= (helper 1) 10)\n' >sh-d.vlad
+run "$V" --check sh-a.vlad sh-b.vlad
+if [ $RC -eq 1 ] && [ "$(printf '%s\n' "$OUT" | tail -1)" = "1 passed, 1 failed" ] && printf '%s' "$ERR" | grep -q 'unbound variable sq'; then ok "--check A B: A's definitions do not reach B"
+else notok "--check A B: A's definitions do not reach B" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+run "$V" --check sh-c.vlad sh-d.vlad
+expect "--check A B: a file A included is included again by B" 0 "2 passed, 0 failed"
+
 # Ctrl-C (SIGINT) under --check interrupts the running check, which fails, and checking goes on;
 # 'vlad -' waiting for its program ends at Ctrl-C (both ignored it)
 printf '(define (spin i) (spin (+ i 1)))\n(spin 0) ===> 1\n(= 1 1)\n' >spin-check.vlad
