@@ -379,6 +379,32 @@ run "$V" --check chk.vlad
 if [ $RC -eq 0 ] && printf '%s\n' "$OUT" | tail -1 | grep -qx '6 passed, 0 failed'; then ok "--check with all checks passing exits 0"
 else notok "--check with all checks passing exits 0" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 
+# --check: a malformed (error ...) answer is a failure that says so (it matched any error); a form
+# or answer the reader rejects fails alone, and the other checks are still made
+cat >chk-annot.vlad <<'EOF'
+(define (sq x) (* x x))
+(sq 3) ===> (error 5)
+(car 5) ===> (error)
+(car 5) ===> (error car)
+(car 5) ===> (error "car")
+(sq 2) ===> 4
+(sq 3) ===> 9.0.0
+(sq 4) ===> 17
+(sq 1.2.3)
+(sq 5) ===> 25
+EOF
+run "$V" --check chk-annot.vlad
+want_err='chk-annot.vlad:2:13: error: malformed expected answer (error 5): write (error "text"), with text that the error'"'"'s message contains
+chk-annot.vlad:3:14: error: malformed expected answer (error): write (error "text"), with text that the error'"'"'s message contains
+chk-annot.vlad:4:14: error: malformed expected answer (error car): write (error "text"), with text that the error'"'"'s message contains
+chk-annot.vlad:7:13: error: bad numeral 9.0.0
+chk-annot.vlad:8:1: FAIL: (sq 4)
+    expected: 17
+    got:      16
+chk-annot.vlad:9:5: error: bad numeral 1.2.3'
+if [ $RC -eq 1 ] && [ "$OUT" = "3 passed, 6 failed" ] && [ "$ERR" = "$want_err" ]; then ok "--check: malformed (error ...) answers and unreadable forms fail alone, the rest are checked"
+else notok "--check: malformed (error ...) answers and unreadable forms fail alone" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
 # several files under --check: each checked afresh (a definition or an include of one file
 # reached the next: a file's verdict depended on the files named before it)
 printf '(define (sq x) (* x x))\n(= (sq 2) 4)\n' >sh-a.vlad

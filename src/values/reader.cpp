@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace vlad {
 
@@ -105,6 +106,51 @@ struct Reader {
         continue;
       }
       return;
+    }
+  }
+
+  // Moves past the datum that starts here by its brackets alone, after a reader error in it
+  // (--check goes on with the next form): false when its brackets do not close before the end.
+  bool skip_datum_text() {
+    while (!eof() && peek() == '\'') advance();
+    long depth = 0;
+    bool any = false;  // (at depth 0: some of an atom read)
+    for (;;) {
+      if (eof()) return depth == 0 && any;
+      char c = peek();
+      if (depth == 0 && any && delimiter(c)) return true;
+      if (c == '"') {
+        advance();
+        while (!eof() && peek() != '"') {
+          if (peek() == '\\') advance();
+          if (!eof()) advance();
+        }
+        if (eof()) return false;
+        advance();
+        if (depth == 0) return true;
+      } else if (c == ';') {
+        while (!eof() && peek() != '\n') advance();
+      } else if (c == '#' && peek(1) == '|') {
+        advance(); advance();
+        int nest = 1;
+        while (nest > 0) {
+          if (eof()) return false;
+          if (peek() == '|' && peek(1) == '#') { advance(); advance(); nest--; }
+          else if (peek() == '#' && peek(1) == '|') { advance(); advance(); nest++; }
+          else advance();
+        }
+      } else if (c == '(' || c == '[') {
+        depth++;
+        advance();
+      } else if (c == ')' || c == ']') {
+        advance();
+        if (depth == 0 || --depth == 0) return true;  // (depth 0: a stray closing bracket)
+      } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f') {
+        advance();
+      } else {
+        if (depth == 0) any = true;
+        advance();
+      }
     }
   }
 
@@ -381,7 +427,7 @@ bool parse_numeral(const std::string& t, double& out) {
   return Reader::parse_decimal(t, out);
 }
 
-gc_vector<TopForm> read_program(const std::string& text, const char* file) {
+gc_vector<TopForm> read_program(const std::string& text, const char* file, bool recover) {
   Reader r(text, intern(file));
   // A UTF-8 byte-order mark (some editors save one) is not part of the program; nor is a first
   // line starting with #! (an executable script's interpreter line).
@@ -390,20 +436,59 @@ gc_vector<TopForm> read_program(const std::string& text, const char* file) {
     while (!r.eof() && r.peek() != '\n') r.advance();
   gc_vector<TopForm> out;
   const char* arrow = intern("===>");
+  // (recover) Records e in t, and moves the reader from `start` past the datum there.
+  auto note = [&](TopForm& t, const Error& e) {
+    char* msg = static_cast<char*>(gc_alloc_atomic(strlen(e.what()) + 1));
+    strcpy(msg, e.what());
+    t.error = msg;
+    t.error_pos = e.pos;
+  };
+  auto recovered = [&](TopForm& t, const Error& e, size_t start, int line, int col) {
+    if (!recover) throw e;
+    r.i = start;
+    r.line = line;
+    r.col = col;
+    if (!r.skip_datum_text()) throw e;
+    note(t, e);
+  };
   for (;;) {
     r.skip();
     if (r.eof()) break;
-    Sx* d = r.read_datum();
-    if (sx_is_sym(d, arrow)) {
-      r.skip();
-      if (r.eof()) r.fail("===> at end of input with no answer", d->pos);
-      Sx* ans = r.read_datum();
-      if (out.empty() || out.back().expected) r.fail("===> must follow an expression", d->pos);
-      out.back().expected = ans;
-      out.back().arrow = d->pos;
+    size_t start = r.i;
+    int line = r.line, col = r.col;
+    Sx* d;
+    try {
+      d = r.read_datum();
+    } catch (const Error& e) {
+      out.push_back(TopForm{sx_nil(r.pos()), nullptr, Pos(), nullptr, Pos()});
+      recovered(out.back(), e, start, line, col);
       continue;
     }
-    out.push_back(TopForm{d, nullptr, Pos()});
+    if (sx_is_sym(d, arrow)) {
+      r.skip();
+      if (r.eof()) {
+        Error e("===> at end of input with no answer", d->pos);
+        if (!recover || out.empty() || out.back().expected || out.back().error) throw e;
+        note(out.back(), e);
+        break;
+      }
+      bool orphan = out.empty() || out.back().expected || out.back().error;
+      if (orphan && !recover) r.fail("===> must follow an expression", d->pos);
+      if (orphan) {  // (recover: the answer is a failed form of its own)
+        out.push_back(TopForm{sx_nil(d->pos), nullptr, Pos(), nullptr, Pos()});
+        recovered(out.back(), Error("===> must follow an expression", d->pos), r.i, r.line, r.col);
+        continue;
+      }
+      start = r.i, line = r.line, col = r.col;
+      try {
+        out.back().expected = r.read_datum();
+        out.back().arrow = d->pos;
+      } catch (const Error& e) {
+        recovered(out.back(), e, start, line, col);
+      }
+      continue;
+    }
+    out.push_back(TopForm{d, nullptr, Pos(), nullptr, Pos()});
   }
   return out;
 }
