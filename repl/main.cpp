@@ -133,7 +133,7 @@ const char* help_text =
     "Type a VLAD expression or definition; values are printed after each form.\n"
     "Commands:\n"
     "  ,help          this text\n"
-    "  ,load FILE     run a file in this session\n"
+    "  ,load FILE     run a file in this session (FILE as in include: \"name\", .vlad optional)\n"
     "  ,time EXPR     evaluate EXPR and print the time it took\n"
     "  ,meter EXPR    evaluate EXPR and print its primitive-operation counts\n"
     "  ,quit          leave (Ctrl-D also works)\n"
@@ -185,28 +185,55 @@ int repl(Interp& in) {
     add_history(trimmed.c_str());
     std::string src = text;
     enum { Eval, Time, Meter } mode = Eval;
+    std::string name = "<repl:" + std::to_string(++counter) + ">";  // (each input: commands too)
     if (trimmed[0] == ',') {  // ,COMMAND [ARGUMENT]: the argument after any blanks, lines included
       size_t end = trimmed.find_first_of(" \t\r\n");
       std::string cmd = trimmed.substr(1, end == std::string::npos ? std::string::npos : end - 1);
       size_t from = end == std::string::npos ? std::string::npos : trimmed.find_first_not_of(" \t\r\n", end);
       std::string arg = from == std::string::npos ? "" : trimmed.substr(from);
-      if (cmd == "quit" || cmd == "q") break;
-      if (cmd == "help" || cmd == "h") { std::cout << help_text; continue; }
-      if (cmd == "load") {
-        try {
-          std::string body = read_file(arg);
-          std::string err;
-          if (!run_program(in, body, arg, err, true)) report_error(err);
-        } catch (const Error& e) {
-          std::cerr << "error: " << e.what() << "\n";
+      // A command's error, located at its comma like any other input's.
+      auto command_error = [&](const std::string& msg) {
+        Pos at{intern(name), 1, 1};
+        for (size_t k = 0; k < text.size() && isspace((unsigned char)text[k]); k++) {
+          if (text[k] == '\n') at.line++, at.col = 1;
+          else at.col++;
         }
+        report_error(Error(msg, at).located());
+      };
+      if (cmd == "quit" || cmd == "q" || cmd == "help" || cmd == "h") {
+        if (!arg.empty()) { command_error("," + cmd + " takes no argument, got " + arg); continue; }
+        if (cmd[0] == 'q') break;
+        std::cout << help_text;
         continue;
       }
-      if (cmd == "time") { mode = Time; src = arg; }
-      else if (cmd == "meter") { mode = Meter; src = arg; }
-      else { std::cerr << "error: unknown command ," << cmd << " (try ,help)\n"; continue; }
+      if (cmd == "load") {
+        // ,load FILE: FILE as include takes it too: quoted, ".vlad" optional
+        if (arg.size() >= 2 && arg.front() == '"' && arg.back() == '"') arg = arg.substr(1, arg.size() - 2);
+        if (arg.empty()) { command_error(",load FILE: missing file name"); continue; }
+        size_t slash = arg.rfind('/');
+        if (access(arg.c_str(), F_OK) != 0 && arg.find('.', slash == std::string::npos ? 0 : slash) == std::string::npos &&
+            access((arg + ".vlad").c_str(), F_OK) == 0)
+          arg += ".vlad";
+        std::string body;
+        try {
+          body = read_file(arg);
+        } catch (const Error& e) {
+          command_error(std::string(",load: ") + e.what());
+          continue;
+        }
+        std::string err;
+        if (!run_program(in, body, arg, err, true)) report_error(err);
+        continue;
+      }
+      if (cmd == "time" || cmd == "meter") {
+        if (arg.empty()) { command_error("," + cmd + " EXPR: missing expression"); continue; }
+        mode = cmd == "time" ? Time : Meter;
+        src = arg;
+      } else {
+        command_error("unknown command ," + cmd + " (try ,help)");
+        continue;
+      }
     }
-    std::string name = "<repl:" + std::to_string(++counter) + ">";
     if (mode == Meter) meter_reset(in);
     in.meter_retained = mode == Meter;
     auto t0 = std::chrono::steady_clock::now();

@@ -813,6 +813,20 @@ if [ $RC -eq 0 ] && [ "$(printf '%s\n' "$OUT" | grep -vE '^[;#*]|^  |^total|^Typ
    printf '%s' "$OUT" | grep -q ',load FILE' && printf '%s' "$OUT" | grep -q '^total primitive operations: 1$' && [ -z "$ERR" ]; then
   ok "repl from a pipe: #; over lines, ,time and ,meter over lines, a command after blanks"
 else notok "repl from a pipe: #; over lines, commands over lines and after blanks" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+# REPL commands: a missing or extra argument is a located one-line error; ,load takes a quoted name
+# and finds NAME.vlad, as include does (,time and ,meter timed nothing, ,quit please quit)
+printf '(define (sq x) (* x x))\n(sq 4)\n' >ld.vlad
+printf ',time\n,meter\n,load\n,load "ld.vlad"\n,load ld\n  ,nope\n,quit please\n(+ 1 1)\n,load nothere\n,quit\n(+ 2 2)\n' >cmds.in
+IN_FILE=cmds.in run 30 "$V"
+want_err='<repl:1>:1:1: error: ,time EXPR: missing expression
+<repl:2>:1:1: error: ,meter EXPR: missing expression
+<repl:3>:1:1: error: ,load FILE: missing file name
+<repl:6>:1:3: error: unknown command ,nope (try ,help)
+<repl:7>:1:1: error: ,quit takes no argument, got please
+<repl:9>:1:1: error: ,load: cannot open file nothere'
+if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '16\n16\n2')" ] && [ "$ERR" = "$want_err" ]; then ok "repl commands: usage errors located, ,load \"f.vlad\" and ,load f"
+else notok "repl commands: usage errors located, ,load \"f.vlad\" and ,load f" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
 # many small lines (nearly all their allocation is analysis, which holds collections off): the
 # heap stays small (it grew to 480 MiB for these, with 0.3 MiB live)
 awk 'BEGIN { for (i = 0; i < 20000; i++) printf "(define (drag x) (* x (sin (+ x %d))))\n(drag 1.5)\n", i;
