@@ -155,7 +155,14 @@ int repl(Interp& in) {
       std::cout.flush();
       std::cerr.flush();
       prompt_interrupted = 0;
-      char* line = readline(tty ? prompt : "");
+      // (from a pipe or a file: through the buffer read-real reads from too)
+      char* line = nullptr;
+      if (tty) {
+        line = readline(prompt);
+      } else {
+        std::string piped;
+        if (stdin_line(piped)) line = strdup(piped.c_str());
+      }
       if (prompt_interrupted) {  // Ctrl-C: not the end of input; what was typed goes
         prompt_interrupted = 0;
         free(line);
@@ -348,7 +355,7 @@ int run_main(int argc, char** argv) {
       Interp& in = *fresh;
       std::string text;
       try {
-        text = f == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(f);
+        text = f == "-" ? stdin_rest() : read_file(f);
       } catch (const Error& e) {
         std::cerr << "vlad: " << e.what() << "\n";
         return 2;
@@ -379,7 +386,7 @@ int run_main(int argc, char** argv) {
       text = expr;
       name = "<command line>";
     } else if (file == "-") {
-      text.assign(std::istreambuf_iterator<char>(std::cin), {});
+      text = stdin_rest();
       name = "<stdin>";
     } else {
       try {

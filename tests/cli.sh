@@ -813,6 +813,14 @@ if [ $RC -eq 0 ] && [ "$(printf '%s\n' "$OUT" | grep -vE '^[;#*]|^  |^total|^Typ
    printf '%s' "$OUT" | grep -q ',load FILE' && printf '%s' "$OUT" | grep -q '^total primitive operations: 1$' && [ -z "$ERR" ]; then
   ok "repl from a pipe: #; over lines, ,time and ,meter over lines, a command after blanks"
 else notok "repl from a pipe: #; over lines, commands over lines and after blanks" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+# the REPL reading a pipe: read-real reads the next word of the same input, and the REPL goes on
+# with the rest (the REPL's and read-real's two buffers each swallowed the pipe: the input ended)
+printf '(read-real)\n5\n(+ 1 1)\n(read-real)\n1e999\n(read-real)\nabc\n(+ 2 2)\n' >rr.in
+IN_FILE=rr.in run 30 "$V"
+if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '5\n2\n+inf\n4')" ] &&
+   [ "$(printf '%s\n' "$ERR" | head -1)" = "<repl:4>:1:1: error: read-real: not a real on standard input: abc" ]; then ok "repl from a pipe: read-real reads the same input, the REPL goes on"
+else notok "repl from a pipe: read-real reads the same input" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
 # REPL commands: a missing or extra argument is a located one-line error; ,load takes a quoted name
 # and finds NAME.vlad, as include does (,time and ,meter timed nothing, ,quit please quit)
 printf '(define (sq x) (* x x))\n(sq 4)\n' >ld.vlad
