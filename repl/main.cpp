@@ -4,12 +4,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <iostream>
 
 #include "../src/eval/exec.hpp"
 #include "../src/eval/runner.hpp"
+#include "../src/prims/prims.hpp"
 
 using namespace vlad;
 
@@ -24,10 +27,23 @@ std::atomic<Interp*> interruptible{nullptr};
 // Ctrl-C while no evaluation runs (at the prompt): the line being typed is dropped.
 volatile sig_atomic_t prompt_interrupted = 0;
 
+// What Ctrl-C does outside an evaluation: at the REPL, drop the line being typed; elsewhere
+// (vlad - reading its program, between a --check's forms) what it does to any program.
+bool at_repl = false;
+// Under --check, the first Ctrl-C interrupts the running check (which fails), and the next ends vlad.
+bool checking = false;
+
 void on_sigint(int) {
   Interp* in = interruptible.load();
-  if (in) in->interrupt = true;
-  else prompt_interrupted = 1;
+  if (in) {
+    in->interrupt = true;
+    if (checking) signal(SIGINT, SIG_DFL);
+  } else if (at_repl) {
+    prompt_interrupted = 1;
+  } else {
+    signal(SIGINT, SIG_DFL);
+    raise(SIGINT);
+  }
 }
 
 const char* usage =
@@ -60,6 +76,29 @@ size_t parse_size(const std::string& s) {
   return bytes < 1 << 20 ? 0 : (size_t)bytes;  // under 1 MiB: too small to start
 }
 
+// A whole positive decimal number (no trailing characters): false when `s` is not one.
+bool parse_positive(const char* s, long& out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || errno || v <= 0) return false;
+  out = v;
+  return true;
+}
+
+// Ends the line the program's output is in, if any: an error report on the terminal (or in a
+// file of both streams) then starts at a line's start, where tools look for FILE:LINE:COL.
+void end_output_line() {
+  if (stdout_mid_line.exchange(false)) std::cout << "\n";
+  std::cout.flush();
+}
+
+// An error report (one or more lines, with no final newline) on standard error, on lines of its own.
+void report_error(const std::string& text) {
+  end_output_line();
+  std::cerr << text << "\n";
+}
+
 std::string dir_of(const std::string& path) {
   size_t k = path.rfind('/');
   return k == std::string::npos ? "." : path.substr(0, k);
@@ -77,6 +116,7 @@ bool run_program(Interp& in, const std::string& text, const std::string& file, s
       opt.dir = dir_of(file);
       run_text(in, text, intern(file), opt, [](Value v, Pos) {
         std::cout << write_string(v) << "\n";
+        stdout_mid_line.store(false, std::memory_order_relaxed);
       });
     });
   } catch (const Error& e) {
@@ -93,7 +133,7 @@ const char* help_text =
     "Type a VLAD expression or definition; values are printed after each form.\n"
     "Commands:\n"
     "  ,help          this text\n"
-    "  ,load FILE     run a file in this session\n"
+    "  ,load FILE     run a file in this session (FILE as in include: \"name\", .vlad optional)\n"
     "  ,time EXPR     evaluate EXPR and print the time it took\n"
     "  ,meter EXPR    evaluate EXPR and print its primitive-operation counts\n"
     "  ,quit          leave (Ctrl-D also works)\n"
@@ -115,7 +155,14 @@ int repl(Interp& in) {
       std::cout.flush();
       std::cerr.flush();
       prompt_interrupted = 0;
-      char* line = readline(tty ? prompt : "");
+      // (from a pipe or a file: through the buffer read-real reads from too)
+      char* line = nullptr;
+      if (tty) {
+        line = readline(prompt);
+      } else {
+        std::string piped;
+        if (stdin_line(piped)) line = strdup(piped.c_str());
+      }
       if (prompt_interrupted) {  // Ctrl-C: not the end of input; what was typed goes
         prompt_interrupted = 0;
         free(line);
@@ -145,35 +192,62 @@ int repl(Interp& in) {
     add_history(trimmed.c_str());
     std::string src = text;
     enum { Eval, Time, Meter } mode = Eval;
+    std::string name = "<repl:" + std::to_string(++counter) + ">";  // (each input: commands too)
     if (trimmed[0] == ',') {  // ,COMMAND [ARGUMENT]: the argument after any blanks, lines included
       size_t end = trimmed.find_first_of(" \t\r\n");
       std::string cmd = trimmed.substr(1, end == std::string::npos ? std::string::npos : end - 1);
       size_t from = end == std::string::npos ? std::string::npos : trimmed.find_first_not_of(" \t\r\n", end);
       std::string arg = from == std::string::npos ? "" : trimmed.substr(from);
-      if (cmd == "quit" || cmd == "q") break;
-      if (cmd == "help" || cmd == "h") { std::cout << help_text; continue; }
-      if (cmd == "load") {
-        try {
-          std::string body = read_file(arg);
-          std::string err;
-          if (!run_program(in, body, arg, err, true)) std::cerr << err << "\n";
-        } catch (const Error& e) {
-          std::cerr << "error: " << e.what() << "\n";
+      // A command's error, located at its comma like any other input's.
+      auto command_error = [&](const std::string& msg) {
+        Pos at{intern(name), 1, 1};
+        for (size_t k = 0; k < text.size() && isspace((unsigned char)text[k]); k++) {
+          if (text[k] == '\n') at.line++, at.col = 1;
+          else at.col++;
         }
+        report_error(Error(msg, at).located());
+      };
+      if (cmd == "quit" || cmd == "q" || cmd == "help" || cmd == "h") {
+        if (!arg.empty()) { command_error("," + cmd + " takes no argument, got " + arg); continue; }
+        if (cmd[0] == 'q') break;
+        std::cout << help_text;
         continue;
       }
-      if (cmd == "time") { mode = Time; src = arg; }
-      else if (cmd == "meter") { mode = Meter; src = arg; }
-      else { std::cerr << "error: unknown command ," << cmd << " (try ,help)\n"; continue; }
+      if (cmd == "load") {
+        // ,load FILE: FILE as include takes it too: quoted, ".vlad" optional
+        if (arg.size() >= 2 && arg.front() == '"' && arg.back() == '"') arg = arg.substr(1, arg.size() - 2);
+        if (arg.empty()) { command_error(",load FILE: missing file name"); continue; }
+        size_t slash = arg.rfind('/');
+        if (access(arg.c_str(), F_OK) != 0 && arg.find('.', slash == std::string::npos ? 0 : slash) == std::string::npos &&
+            access((arg + ".vlad").c_str(), F_OK) == 0)
+          arg += ".vlad";
+        std::string body;
+        try {
+          body = read_file(arg);
+        } catch (const Error& e) {
+          command_error(std::string(",load: ") + e.what());
+          continue;
+        }
+        std::string err;
+        if (!run_program(in, body, arg, err, true)) report_error(err);
+        continue;
+      }
+      if (cmd == "time" || cmd == "meter") {
+        if (arg.empty()) { command_error("," + cmd + " EXPR: missing expression"); continue; }
+        mode = cmd == "time" ? Time : Meter;
+        src = arg;
+      } else {
+        command_error("unknown command ," + cmd + " (try ,help)");
+        continue;
+      }
     }
-    std::string name = "<repl:" + std::to_string(++counter) + ">";
     if (mode == Meter) meter_reset(in);
     in.meter_retained = mode == Meter;
     auto t0 = std::chrono::steady_clock::now();
     std::string err;
     bool ok = run_program(in, src, name, err, false);
     auto t1 = std::chrono::steady_clock::now();
-    if (!ok) std::cerr << err << "\n";
+    if (!ok) report_error(err);
     if (mode == Time)
       std::cout << "; " << std::chrono::duration<double, std::milli>(t1 - t0).count() << " ms\n";
     if (mode == Meter) std::cout << meter_report(in);
@@ -184,7 +258,7 @@ int repl(Interp& in) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   vlad::gc_init();  // on the main thread, before any evaluation thread exists
   std::ios::sync_with_stdio(false);
   std::vector<std::string> includes, checks;
@@ -211,14 +285,15 @@ int main(int argc, char** argv) {
     } else if (a == "--meter") {
       meter = true;
     } else if (a == "--depth-limit") {
-      if (i + 1 >= argc) { std::cerr << "vlad: --depth-limit needs a number\n"; return 2; }
-      depth_limit = atol(argv[++i]);
-      if (depth_limit <= 0) { std::cerr << "vlad: --depth-limit needs a positive number\n"; return 2; }
+      if (i + 1 >= argc || !parse_positive(argv[++i], depth_limit)) {
+        std::cerr << "vlad: --depth-limit needs a positive number\n";
+        return 2;
+      }
     } else if (a == "--jit=on" || a == "--jit=off") {
       jit = a == "--jit=on";
       if (jit && !jit_supported()) std::cerr << "vlad: no native tier on this machine; interpreting\n";
     } else if (a == "--jit-threshold") {
-      if (i + 1 >= argc || (jit_threshold = atol(argv[++i])) <= 0) {
+      if (i + 1 >= argc || !parse_positive(argv[++i], jit_threshold) || jit_threshold > UINT32_MAX) {
         std::cerr << "vlad: --jit-threshold needs a positive number\n";
         return 2;
       }
@@ -230,41 +305,57 @@ int main(int argc, char** argv) {
       }
       set_heap_limit(bytes);
     } else if (a == "--check") {
-      check = true;
-      for (i++; i < argc; i++) checks.push_back(argv[i]);
-    } else if (a == "-") {
-      file = "-";
+      check = true;  // (the words after it are files to check, or options: no program arguments)
     } else if (a.size() > 1 && a[0] == '-') {
       std::cerr << "vlad: unknown option " << a << "\n" << usage;
       return 2;
+    } else if (check) {
+      checks.push_back(a);
     } else {
       file = a;
     }
   }
+  if (check && have_expr) { std::cerr << "vlad: -e and --check cannot be combined\n" << usage; return 2; }
+  if (check && meter) { std::cerr << "vlad: --meter and --check cannot be combined\n" << usage; return 2; }
+  if (have_expr && !file.empty()) { std::cerr << "vlad: -e and a FILE cannot be combined\n" << usage; return 2; }
   if (check && checks.empty()) { std::cerr << "vlad: --check needs at least one file\n" << usage; return 2; }
   if (meter && file.empty() && !have_expr) { std::cerr << "vlad: --meter needs a file\n" << usage; return 2; }
 
-  Interp* inp = nullptr;
-  try {
-    run_on_big_stack(nullptr, [&] { inp = new Interp(); });
-  } catch (const Error& e) {
-    std::cerr << "vlad: internal error in the prelude: " << e.report() << "\n";
-    return 1;
-  }
-  Interp& in = *inp;
-  in.include_dirs = includes;
-  if (depth_limit) in.depth_limit = depth_limit;
-  if (jit >= 0) in.jit = jit && jit_supported();
-  if (jit_threshold) in.jit_threshold = (uint32_t)jit_threshold;
-  in.meter_retained = meter;
+  // An interpreter with the prelude loaded and the options applied (null, with a message, if the
+  // prelude fails). Starting one costs well under a millisecond.
+  auto new_interp = [&]() -> Interp* {
+    Interp* inp = nullptr;
+    try {
+      run_on_big_stack(nullptr, [&] { inp = new Interp(); });
+    } catch (const Error& e) {
+      std::cerr << "vlad: internal error in the prelude: " << e.report() << "\n";
+      return nullptr;
+    }
+    inp->include_dirs = includes;
+    if (depth_limit) inp->depth_limit = depth_limit;
+    if (jit >= 0) inp->jit = jit && jit_supported();
+    if (jit_threshold) inp->jit_threshold = (uint32_t)jit_threshold;
+    inp->meter_retained = meter;
+    return inp;
+  };
+  Interp* first = new_interp();
+  if (!first) return 1;
+  Interp& in = *first;
   signal(SIGINT, on_sigint);
 
   if (check) {
+    checking = true;
     int failed = 0, passed = 0;
-    for (const auto& f : checks) {
+    for (size_t k = 0; k < checks.size(); k++) {
+      const std::string& f = checks[k];
+      // Each file in an interpreter of its own: its verdict does not depend on the files
+      // checked before it (their definitions, the files they included).
+      Interp* fresh = k == 0 ? first : new_interp();
+      if (!fresh) return 1;
+      Interp& in = *fresh;
       std::string text;
       try {
-        text = f == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(f);
+        text = f == "-" ? stdin_rest() : read_file(f);
       } catch (const Error& e) {
         std::cerr << "vlad: " << e.what() << "\n";
         return 2;
@@ -273,16 +364,18 @@ int main(int argc, char** argv) {
       CheckResult r;
       try {
         begin_program(in, f == "-" ? "" : f);
+        interruptible = &in;
         run_on_big_stack(&in, [&] { r = check_text(in, text, f.c_str(), dir_of(f), report); });
       } catch (const Error& e) {  // (check_text reports each form's errors itself: this is the rest)
         report += e.located() + "\n";
         r.failed++;
       }
-      std::cout.flush();
-      std::cerr << report;
+      interruptible = nullptr;
+      if (!report.empty()) report_error(report.substr(0, report.size() - 1));
       passed += r.passed;
       failed += r.failed;
     }
+    end_output_line();
     std::cout << passed << " passed, " << failed << " failed\n";
     return failed ? 1 : 0;
   }
@@ -293,7 +386,7 @@ int main(int argc, char** argv) {
       text = expr;
       name = "<command line>";
     } else if (file == "-") {
-      text.assign(std::istreambuf_iterator<char>(std::cin), {});
+      text = stdin_rest();
       name = "<stdin>";
     } else {
       try {
@@ -306,9 +399,21 @@ int main(int argc, char** argv) {
     }
     std::string err;
     bool ok = run_program(in, text, name, err, !have_expr && file != "-");
-    if (!ok) std::cerr << err << "\n";
+    if (!ok) report_error(err);
     if (meter) std::cerr << meter_report(in);
     return ok ? 0 : 1;
   }
+  at_repl = true;
   return repl(in);
+}
+
+int main(int argc, char** argv) {
+  int rc = run_main(argc, argv);
+  // Output that could not be written (a full disk, a closed pipe's reader gone): not a success.
+  std::cout.flush();
+  if (!std::cout) {
+    std::cerr << "vlad: error writing standard output (is the disk full, or the reader gone?)\n";
+    return rc ? rc : 1;
+  }
+  return rc;
 }

@@ -56,6 +56,24 @@ run "$V" -e
 if [ $RC -eq 2 ] && [ -n "$ERR" ]; then ok "-e without an expression exits 2"
 else notok "-e without an expression exits 2" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 
+# numbers with trailing junk, -e with a FILE or --check, options among --check's files, a full stdout
+printf '(= 1 1)\n' >opt-ok.vlad
+got=""
+run "$V" --depth-limit 10abc -e '(+ 1 1)'; got="$got$RC $(printf '%s' "$ERR" | head -1)|"
+run "$V" --jit-threshold 1x -e '(+ 1 1)'; got="$got$RC $(printf '%s' "$ERR" | head -1)|"
+run "$V" -e '(+ 1 1)' opt-ok.vlad; got="$got$RC $(printf '%s' "$ERR" | head -1)|"
+run "$V" -e '(+ 1 1)' --check opt-ok.vlad; got="$got$RC $(printf '%s' "$ERR" | head -1)|"
+want="2 vlad: --depth-limit needs a positive number|2 vlad: --jit-threshold needs a positive number|2 vlad: -e and a FILE cannot be combined|2 vlad: -e and --check cannot be combined|"
+if [ "$got" = "$want" ]; then ok "option values with junk, -e with a FILE or --check: exit 2 with a message"
+else notok "option values with junk, -e with a FILE or --check" "got '$(one_line "$got")'"; fi
+run "$V" --check opt-ok.vlad --jit=off opt-ok.vlad
+expect "options may come among --check's files" 0 "2 passed, 0 failed"
+if [ -w /dev/full ]; then
+  "$V" -e '(+ 1 2)' >/dev/full 2>full.err; rc=$?
+  if [ $rc -eq 1 ] && grep -q '^vlad: error writing standard output' full.err; then ok "a full standard output: exit 1 with a message"
+  else notok "a full standard output: exit 1 with a message" "exit $rc, stderr '$(one_line "$(cat full.err)")'"; fi
+fi
+
 # ---------------------------------------------------------------- running programs
 run "$V" -e '(+ 1 2)'
 expect "-e '(+ 1 2)' prints 3" 0 "3"
@@ -93,6 +111,15 @@ IN_FILE=numerals.txt run "$V" readreals.vlad
 if [ $RC -ne 0 ] && [ "$OUT" = "$(printf '16\n0.5\n+inf')" ] && [ "$ERR" = "readreals.vlad:4:1: error: read-real: not a real on standard input: 1/2
   in read-real at readreals.vlad:4:1" ]; then ok "read-real reads the program's numerals (#x10, .5, +inf) and rejects 1/2"
 else notok "read-real numerals" "rc $RC out '$(one_line "$OUT")' err '$(one_line "$ERR")'"; fi
+
+# a UTF-8 byte-order mark is skipped; a #! first line is a comment (an executable script)
+printf '\xef\xbb\xbf(define (sq x) (* x x))\n(sq 3)\n' >bom.vlad
+run "$V" bom.vlad
+expect "a UTF-8 byte-order mark at the start of a file is skipped" 0 "9"
+printf '#!/usr/bin/env vlad\n(+ 1 2)\n(car 5)\n' >shebang.vlad
+run "$V" shebang.vlad
+if [ $RC -eq 1 ] && [ "$OUT" = "3" ] && printf '%s' "$ERR" | head -1 | grep -q '^shebang\.vlad:3:1: error: car'; then ok "a #! first line is a comment (lines still counted)"
+else notok "a #! first line is a comment" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 
 mkdir -p incdir/lib main other
 printf '(define (triple x) (* 3 x))\n' >incdir/lib/triple.vlad
@@ -325,6 +352,64 @@ run 20 "$V" -e '(error "bad:" (iota 100000))'
 if [ $RC -eq 1 ] && [ ${#ERR} -lt 1500 ]; then ok "error's irritants are cut short"
 else notok "error's irritants are cut short" "exit $RC, ${#ERR} characters"; fi
 
+# string escapes: the known ones, R7RS \xHH; and line continuations; an unknown one is a located error
+printf '(define d (display "a\\tb\\\\c\\"d\\x41;\\x3bb;e \\\n     f"))\n' >esc-ok.vlad
+run "$V" esc-ok.vlad
+expect "string escapes \\t \\\\ \\\" \\xHH; and a line continuation" 0 "$(printf 'a\tb\\c"dA\xce\xbbe f')"
+printf '(display "C:\\temp\\q")\n' >esc-bad.vlad
+run "$V" esc-bad.vlad
+if [ $RC -eq 1 ] && [ -z "$OUT" ] && printf '%s' "$ERR" | grep -q '^esc-bad\.vlad:1:18: error: unknown escape \\q in string'; then ok "an unknown string escape is a located error"
+else notok "an unknown string escape is a located error" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
+# a NUL, a control byte or a byte that is not UTF-8 in the source: a whole one-line message, the byte escaped
+printf '(+ 1 \000 2)\n' >nul.vlad
+printf '(+ 1 \001 2)\n' >ctrl.vlad
+printf '(+ 1 a\377 2)\n' >notutf8.vlad
+printf '(+ 1 \316\273x 2)\n' >utf8sym.vlad
+got=""
+for f in nul ctrl notutf8 utf8sym; do run "$V" $f.vlad; got="$got$RC $ERR|"; done
+want='1 nul.vlad:1:6: error: unexpected character \x00|1 ctrl.vlad:1:6: error: unexpected character \x01|1 notutf8.vlad:1:7: error: invalid UTF-8 byte \xff|1 utf8sym.vlad:1:6: error: unbound variable λx|'
+if [ "$got" = "$want" ]; then ok "NUL, control and non-UTF-8 bytes in the source: one-line messages with the byte escaped"
+else notok "NUL, control and non-UTF-8 bytes in the source" "got '$(one_line "$got")'"; fi
+
+# reader and syntax messages: #; at the end located at the #;, columns count characters (not
+# UTF-8 bytes), rest parameters named by define, vectors, characters and quasiquote named
+printf '(+ 1 2)\n#;\n' >dc-eof.vlad
+printf '(define caf\303\251 1)\n(+ caf\303\251 x)\n' >utf8col.vlad
+printf '(define (f . args) args)\n' >rest1.vlad
+printf '(define (f x . rest) x)\n' >rest2.vlad
+printf '(define v #(1 2 3))\n' >vec.vlad
+printf "(define c #\\\\a)\n" >chr.vlad
+printf '(define x 1)\n`(1 ,x)\n' >qq.vlad
+got=""
+for f in dc-eof utf8col rest1 rest2 vec chr qq; do run "$V" $f.vlad; got="$got$RC $(printf '%s' "$ERR" | head -1)|"; done
+want="1 dc-eof.vlad:2:1: error: #; at end of input: a datum comment needs a datum after it|1 utf8col.vlad:2:9: error: unbound variable x|1 rest1.vlad:1:1: error: define: rest parameters are not supported (every procedure takes one argument: (f a b) passes the tuple (a . b))|1 rest2.vlad:1:1: error: define: rest parameters are not supported (every procedure takes one argument: (f a b) passes the tuple (a . b))|1 vec.vlad:1:11: error: VLAD has no vectors: #( is not supported; use (list ...)|1 chr.vlad:1:11: error: VLAD has no characters: #\\a is not supported; use a string|1 qq.vlad:2:1: error: quasiquote (\`) is not supported; build the list with list and cons|"
+if [ "$got" = "$want" ]; then ok "reader messages: #; at the end, columns in characters, define's rest parameters, #(, #\\, quasiquote"
+else notok "reader messages: #; at the end, columns in characters, rest parameters, #(, #\\, quasiquote" "got '$(one_line "$got")'"; fi
+
+# an error after output that did not end its line starts a line of its own (script, -e, REPL, --check)
+printf '(define (report x)\n  (display "x = ")\n  (display (car x))\n  (newline))\n(report 5)\n' >partial.vlad
+got=$("$V" partial.vlad 2>&1 | head -2 | tr '\n' '|')
+got2=$("$V" -e '(define d (display "partial"))' -e '(car 5)' 2>&1 | head -2 | tr '\n' '|')
+got3=$(printf '(define d (display "partial"))\n(car 5)\n(define e (display "ok\\n"))\n(car 6)\n' | "$V" 2>&1 | tr '\n' '|')
+printf '(define d (display "partial"))\n(car 5) ===> 1\n' >partial-check.vlad
+got4=$("$V" --check partial-check.vlad 2>&1 | head -2 | tr '\n' '|')
+if [ "$got" = "x = |partial.vlad:3:12: error: car: expected a pair, got 5|" ] &&
+   [ "$got2" = "partial|<command line>:2:1: error: car: expected a pair, got 5|" ] &&
+   [ "$(printf '%s' "$got3" | cut -d'|' -f1,2,4,5)" = "partial|<repl:2>:1:1: error: car: expected a pair, got 5|ok|<repl:4>:1:1: error: car: expected a pair, got 6" ] &&
+   [ "$got4" = "partial|partial-check.vlad:2:1: FAIL: (car 5)|" ]; then ok "an error after a partial output line starts a line of its own"
+else notok "an error after a partial output line starts a line of its own" "got '$got' '$got2' '$got3' '$got4'"; fi
+
+# () as an expression: located at its '(' (it was at its ')'), with a hint for the empty list
+printf "(define (len l) (if (null? l) 0 (+ 1 (len (cdr l)))))\n(len ())\n(define (f x)\n  (if x (\n        )\n      1))\n" >emptyapp.vlad
+run "$V" emptyapp.vlad
+if [ $RC -eq 1 ] && [ "$ERR" = "emptyapp.vlad:2:6: error: empty application (); the empty list is written '()" ]; then ok "() is located at its '(' and hints at '()"
+else notok "() is located at its '(' and hints at '()" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+printf "(define (f x)\n  (if x (\n        )\n      1))\n" >emptyapp2.vlad
+run "$V" emptyapp2.vlad
+if [ $RC -eq 1 ] && printf '%s' "$ERR" | grep -q '^emptyapp2\.vlad:2:9: error: empty application'; then ok "() over two lines is located at its '('"
+else notok "() over two lines is located at its '('" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+
 # ---------------------------------------------------------------- --check
 cat >chk.vlad <<'EOF'
 (define (sq x) (* x x))
@@ -343,6 +428,68 @@ sed -i 's/===> 10$/===> 9/' chk.vlad
 run "$V" --check chk.vlad
 if [ $RC -eq 0 ] && printf '%s\n' "$OUT" | tail -1 | grep -qx '6 passed, 0 failed'; then ok "--check with all checks passing exits 0"
 else notok "--check with all checks passing exits 0" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
+# --check: a malformed (error ...) answer is a failure that says so (it matched any error); a form
+# or answer the reader rejects fails alone, and the other checks are still made
+cat >chk-annot.vlad <<'EOF'
+(define (sq x) (* x x))
+(sq 3) ===> (error 5)
+(car 5) ===> (error)
+(car 5) ===> (error car)
+(car 5) ===> (error "car")
+(sq 2) ===> 4
+(sq 3) ===> 9.0.0
+(sq 4) ===> 17
+(sq 1.2.3)
+(sq 5) ===> 25
+EOF
+run "$V" --check chk-annot.vlad
+want_err='chk-annot.vlad:2:13: error: malformed expected answer (error 5): write (error "text"), with text that the error'"'"'s message contains
+chk-annot.vlad:3:14: error: malformed expected answer (error): write (error "text"), with text that the error'"'"'s message contains
+chk-annot.vlad:4:14: error: malformed expected answer (error car): write (error "text"), with text that the error'"'"'s message contains
+chk-annot.vlad:7:13: error: bad numeral 9.0.0
+chk-annot.vlad:8:1: FAIL: (sq 4)
+    expected: 17
+    got:      16
+chk-annot.vlad:9:5: error: bad numeral 1.2.3'
+if [ $RC -eq 1 ] && [ "$OUT" = "3 passed, 6 failed" ] && [ "$ERR" = "$want_err" ]; then ok "--check: malformed (error ...) answers and unreadable forms fail alone, the rest are checked"
+else notok "--check: malformed (error ...) answers and unreadable forms fail alone" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
+# several files under --check: each checked afresh (a definition or an include of one file
+# reached the next: a file's verdict depended on the files named before it)
+printf '(define (sq x) (* x x))\n(= (sq 2) 4)\n' >sh-a.vlad
+printf '(= (sq 3) 9)\n' >sh-b.vlad
+printf '(define (helper x) (* 10 x))\n' >sh-helper.vlad
+printf '(include "sh-helper")\n(= (helper 1) 10)\n' >sh-c.vlad
+printf '(define (helper x) x)\n(include "sh-helper")\n(= (helper 1) 10)\n' >sh-d.vlad
+run "$V" --check sh-a.vlad sh-b.vlad
+if [ $RC -eq 1 ] && [ "$(printf '%s\n' "$OUT" | tail -1)" = "1 passed, 1 failed" ] && printf '%s' "$ERR" | grep -q 'unbound variable sq'; then ok "--check A B: A's definitions do not reach B"
+else notok "--check A B: A's definitions do not reach B" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+run "$V" --check sh-c.vlad sh-d.vlad
+expect "--check A B: a file A included is included again by B" 0 "2 passed, 0 failed"
+
+# Ctrl-C (SIGINT) under --check interrupts the running check, which fails, and checking goes on;
+# 'vlad -' waiting for its program ends at Ctrl-C (both ignored it)
+printf '(define (spin i) (spin (+ i 1)))\n(spin 0) ===> 1\n(= 1 1)\n' >spin-check.vlad
+"$V" --check spin-check.vlad >spin.out 2>spin.err & pid=$!
+sleep 1; kill -INT $pid 2>/dev/null
+for i in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+if kill -0 $pid 2>/dev/null; then kill -KILL $pid; notok "Ctrl-C interrupts a --check" "still running after SIGINT"
+else
+  wait $pid; rc=$?
+  if [ $rc -eq 1 ] && [ "$(tail -1 spin.out)" = "1 passed, 1 failed" ] && grep -q '^spin-check\.vlad:2:1: FAIL' spin.err && grep -q 'error: interrupted' spin.err; then ok "Ctrl-C interrupts a --check: that check fails, the rest are checked"
+  else notok "Ctrl-C interrupts a --check" "exit $rc, stdout '$(one_line "$(cat spin.out)")', stderr '$(one_line "$(cat spin.err)")'"; fi
+fi
+mkfifo stdin.fifo
+(sleep 8 >stdin.fifo &)
+"$V" - <stdin.fifo >/dev/null 2>&1 & pid=$!
+sleep 1; kill -INT $pid 2>/dev/null
+for i in $(seq 30); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+if kill -0 $pid 2>/dev/null; then kill -KILL $pid; wait $pid 2>/dev/null; notok "Ctrl-C ends 'vlad -' reading its program" "still running after SIGINT"
+else wait $pid; rc=$?
+  if [ $rc -eq 130 ]; then ok "Ctrl-C ends 'vlad -' reading its program (status 130)"
+  else notok "Ctrl-C ends 'vlad -' reading its program" "exit $rc"; fi
+fi
 
 # ---------------------------------------------------------------- --meter
 printf '(define (f n acc) (if (= n 0) acc (f (- n 1) (+ acc (sin n)))))\n(f 1000 0)\n' >meter.vlad
@@ -716,6 +863,28 @@ if [ $RC -eq 0 ] && [ "$(printf '%s\n' "$OUT" | grep -vE '^[;#*]|^  |^total|^Typ
    printf '%s' "$OUT" | grep -q ',load FILE' && printf '%s' "$OUT" | grep -q '^total primitive operations: 1$' && [ -z "$ERR" ]; then
   ok "repl from a pipe: #; over lines, ,time and ,meter over lines, a command after blanks"
 else notok "repl from a pipe: #; over lines, commands over lines and after blanks" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+# the REPL reading a pipe: read-real reads the next word of the same input, and the REPL goes on
+# with the rest (the REPL's and read-real's two buffers each swallowed the pipe: the input ended)
+printf '(read-real)\n5\n(+ 1 1)\n(read-real)\n1e999\n(read-real)\nabc\n(+ 2 2)\n' >rr.in
+IN_FILE=rr.in run 30 "$V"
+if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '5\n2\n+inf\n4')" ] &&
+   [ "$(printf '%s\n' "$ERR" | head -1)" = "<repl:4>:1:1: error: read-real: not a real on standard input: abc" ]; then ok "repl from a pipe: read-real reads the same input, the REPL goes on"
+else notok "repl from a pipe: read-real reads the same input" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
+# REPL commands: a missing or extra argument is a located one-line error; ,load takes a quoted name
+# and finds NAME.vlad, as include does (,time and ,meter timed nothing, ,quit please quit)
+printf '(define (sq x) (* x x))\n(sq 4)\n' >ld.vlad
+printf ',time\n,meter\n,load\n,load "ld.vlad"\n,load ld\n  ,nope\n,quit please\n(+ 1 1)\n,load nothere\n,quit\n(+ 2 2)\n' >cmds.in
+IN_FILE=cmds.in run 30 "$V"
+want_err='<repl:1>:1:1: error: ,time EXPR: missing expression
+<repl:2>:1:1: error: ,meter EXPR: missing expression
+<repl:3>:1:1: error: ,load FILE: missing file name
+<repl:6>:1:3: error: unknown command ,nope (try ,help)
+<repl:7>:1:1: error: ,quit takes no argument, got please
+<repl:9>:1:1: error: ,load: cannot open file nothere'
+if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '16\n16\n2')" ] && [ "$ERR" = "$want_err" ]; then ok "repl commands: usage errors located, ,load \"f.vlad\" and ,load f"
+else notok "repl commands: usage errors located, ,load \"f.vlad\" and ,load f" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
 # many small lines (nearly all their allocation is analysis, which holds collections off): the
 # heap stays small (it grew to 480 MiB for these, with 0.3 MiB live)
 awk 'BEGIN { for (i = 0; i < 20000; i++) printf "(define (drag x) (* x (sin (+ x %d))))\n(drag 1.5)\n", i;

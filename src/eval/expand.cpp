@@ -195,10 +195,18 @@ struct Expander {
     }
   }
 
+  static constexpr const char* kNoRest =
+      "rest parameters are not supported (every procedure takes one argument: (f a b) passes the tuple (a . b))";
+  static bool proper(const Sx* l) {
+    while (l->type == Sx::Pair) l = l->cdr;
+    return l->type == Sx::Nil;
+  }
+
   // The single pattern a formals list stands for: () -> '(), (p) -> p, (p q ...) -> (cons* p q ...).
   Sx* formals_pattern(Sx* formals, const Sx* at) {
     if (formals->type == Sx::Nil) return formals;
     if (formals->type != Sx::Pair) syntax_error("lambda: expected a parameter list, got " + sx_to_string(formals), at);
+    if (!proper(formals)) syntax_error(std::string("lambda: ") + kNoRest, at);
     auto items = list_items(formals, "lambda");
     if (items.size() == 1) return items[0];
     Sx* pat = sx_nil(formals->pos);
@@ -302,7 +310,7 @@ struct Expander {
       case Sx::Real: return constant(out, Value::real(e->real), e->pos);
       case Sx::Bool: return constant(out, Value::boolean(e->boolean), e->pos);
       case Sx::Str: return constant(out, sx_to_value(e), e->pos);
-      case Sx::Nil: syntax_error("empty application ()", e);
+      case Sx::Nil: syntax_error("empty application (); the empty list is written '()", e);
       case Sx::Sym:
         if (e->text == k.arrow) syntax_error("===> must follow a top-level expression", e);
         return variable(e, out, sc);
@@ -572,6 +580,8 @@ gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const st
     if (args.size() < 2) syntax_error("define: expected (define name expression) or (define (name pattern ...) body ...)", form);
     Sx* target = args[0];
     Sx* body = form->cdr->cdr;
+    for (Sx* t = target; t->type == Sx::Pair; t = t->car)  // (define (f . args) ...), (define (f x . r) ...)
+      if (!Expander::proper(t)) syntax_error(std::string("define: ") + Expander::kNoRest, form);
     // Curried: (define ((f a) b) body) = (define (f a) (lambda (b) body))
     while (target->type == Sx::Pair && target->car->type == Sx::Pair) {
       Sx* lam = sx_cons(sx_sym("lambda", target->pos), sx_cons(target->cdr, body, target->pos), target->pos);

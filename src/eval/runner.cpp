@@ -350,7 +350,7 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
   CheckResult res;
   gc_vector<TopForm> forms;
   try {
-    forms = read_program(text, intern(file));
+    forms = read_program(text, intern(file), true);
   } catch (const Error& e) {
     report += e.located() + "\n";
     res.failed++;
@@ -363,12 +363,21 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
   }
   const char* error_sym = intern("error");
   for (const TopForm& f : forms) {
+    if (f.error) {  // a form, or its answer, that could not be read: that check fails alone
+      res.failed++;
+      report += Error(f.error, f.error_pos).located() + "\n";
+      continue;
+    }
     Pos at = f.form->pos;
     bool expect_error = f.expected && f.expected->type == Sx::Pair && sx_is_sym(f.expected->car, error_sym);
     std::string want_text;
+    // (error "text") and nothing else: (error), (error 5) or (error car) matched any error
+    std::string bad_answer;
     if (expect_error) {
-      Sx* m = f.expected->cdr->type == Sx::Pair ? f.expected->cdr->car : nullptr;
-      if (m && m->type == Sx::Str) want_text = std::string(m->text, m->len);
+      Sx* rest = f.expected->cdr;
+      Sx* m = rest->type == Sx::Pair ? rest->car : nullptr;
+      if (m && m->type == Sx::Str && rest->cdr->type == Sx::Nil) want_text = std::string(m->text, m->len);
+      else bad_answer = Error("malformed expected answer " + sx_to_string(f.expected) + ": write (error \"text\"), with text that the error's message contains", f.expected->pos).located();
     }
     bool is_define = f.form->type == Sx::Pair &&
                      (sx_is_sym(f.form->car, intern("define")) || sx_is_sym(f.form->car, intern("include")));
@@ -383,6 +392,12 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
       failure.reset(new Error(e));
     } catch (const std::bad_alloc&) {
       failure.reset(new Error(memory_error()));
+    }
+    if (!bad_answer.empty()) {  // (the form ran, as in the program; its answer cannot be compared)
+      if (failure) collect_after_heap_limit();
+      res.failed++;
+      report += bad_answer + "\n";
+      continue;
     }
     if (failure) {
       collect_after_heap_limit();

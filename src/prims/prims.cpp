@@ -1,10 +1,12 @@
 // prims.cpp — the builtin primitives, declared in one table. Each arithmetic row carries its
 // partial derivatives as VLAD expressions; from them the forward and reverse versions are written
 // once (see rules below), in VLAD, so they can themselves be transformed (nesting to any depth).
+#include <cerrno>
 #include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <unistd.h>
 
 #include "../ad/ad.hpp"
 #include "../eval/interp.hpp"
@@ -12,6 +14,75 @@
 #include "../values/reader.hpp"
 
 namespace vlad {
+
+std::atomic<bool> stdout_mid_line{false};
+
+namespace {
+std::string stdin_buf;  // read from fd 0, not yet taken: stdin_buf[stdin_at ...]
+size_t stdin_at = 0;
+bool stdin_ended = false;
+
+// Reads more of standard input into the buffer: false at its end (or on an error).
+bool stdin_fill() {
+  if (stdin_ended) return false;
+  if (stdin_at > 0) {
+    stdin_buf.erase(0, stdin_at);
+    stdin_at = 0;
+  }
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = read(0, chunk, sizeof chunk);
+    if (n > 0) {
+      stdin_buf.append(chunk, (size_t)n);
+      return true;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    stdin_ended = true;
+    return false;
+  }
+}
+
+bool stdin_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+}  // namespace
+
+bool stdin_line(std::string& line) {
+  for (size_t scanned = stdin_at;;) {
+    size_t nl = stdin_buf.find('\n', scanned);
+    if (nl != std::string::npos) {
+      line.assign(stdin_buf, stdin_at, nl - stdin_at);
+      stdin_at = nl + 1;
+      return true;
+    }
+    scanned = stdin_buf.size() - stdin_at;  // (offset from stdin_at: the buffer may move)
+    if (!stdin_fill()) break;
+    scanned += stdin_at;
+  }
+  if (stdin_at >= stdin_buf.size()) return false;
+  line.assign(stdin_buf, stdin_at, std::string::npos);  // a last line with no newline
+  stdin_at = stdin_buf.size();
+  return true;
+}
+
+bool stdin_token(std::string& token) {
+  for (;;) {  // (blanks, lines included, before it)
+    while (stdin_at < stdin_buf.size() && stdin_space(stdin_buf[stdin_at])) stdin_at++;
+    if (stdin_at < stdin_buf.size()) break;
+    if (!stdin_fill()) return false;
+  }
+  token.clear();
+  for (;;) {
+    while (stdin_at < stdin_buf.size() && !stdin_space(stdin_buf[stdin_at])) token += stdin_buf[stdin_at++];
+    if (stdin_at < stdin_buf.size() || !stdin_fill()) return true;
+  }
+}
+
+std::string stdin_rest() {
+  while (stdin_fill()) {
+  }
+  std::string rest = stdin_buf.substr(std::min(stdin_at, stdin_buf.size()));
+  stdin_at = stdin_buf.size();
+  return rest;
+}
 
 void meter_count(Prim* p) { current->meter[p->id]++; }
 
@@ -193,25 +264,30 @@ Value p_write_real(Prim* p, Value v) {
   Value x = strip_tags(v);
   if (!x.is_real()) type_error(p, "a real", v);
   std::cout << write_string(x) << "\n";
+  stdout_mid_line.store(false, std::memory_order_relaxed);
   return v;
 }
 Value p_write(Prim*, Value v) {
   std::cout << write_string(v) << "\n";
+  stdout_mid_line.store(false, std::memory_order_relaxed);
   return v;
 }
 Value p_display(Prim*, Value v) {
-  std::cout << display_string(v);
+  std::string text = display_string(v);
+  std::cout << text;
+  if (!text.empty()) stdout_mid_line.store(text.back() != '\n', std::memory_order_relaxed);
   return v;
 }
 Value p_newline(Prim*, Value v) {
   std::cout << "\n";
+  stdout_mid_line.store(false, std::memory_order_relaxed);
   return v;
 }
 Value p_read_real(Prim* p, Value) {
   std::cout.flush();
   // (one whitespace-separated numeral, in the program's syntax: #x10, +inf, 1e-3)
   std::string t;
-  if (!(std::cin >> t)) throw Error(std::string(p->name) + ": no real on standard input");
+  if (!stdin_token(t)) throw Error(std::string(p->name) + ": no real on standard input");
   double d;
   if (!parse_numeral(t, d)) throw Error(std::string(p->name) + ": not a real on standard input: " + t);
   return Value::real(d);

@@ -1,6 +1,7 @@
 // prims.hpp — the primitive table: one row per primitive, with its implementation and the VLAD
 // source of its forward and reverse versions (its derivative rules), from which AD builds them.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -11,6 +12,16 @@
 namespace vlad {
 
 struct Interp;
+
+// Whether what the program printed on standard output ends inside a line (display "x = "
+// without a newline): an error report then starts a line of its own (repl/main.cpp).
+extern std::atomic<bool> stdout_mid_line;
+
+// Standard input, through one buffer: read-real's numerals and the lines of a REPL reading a pipe
+// come from the same stream (two buffers over fd 0 each took what the other was to read).
+bool stdin_line(std::string& line);   // the next line, without its newline; false at the end
+bool stdin_token(std::string& token);  // the next whitespace-separated word; false at the end
+std::string stdin_rest();              // all that is left
 
 // What a primitive is, for metering and for how its derivative rules are built.
 enum class PrimClass : uint8_t {

@@ -3,7 +3,9 @@
 #include "reader.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace vlad {
 
@@ -42,10 +44,39 @@ struct Reader {
   bool eof() const { return i >= src.size(); }
   char peek(size_t k = 0) const { return i + k < src.size() ? src[i + k] : '\0'; }
   void advance() {
-    if (src[i] == '\n') { line++; col = 1; } else col++;
+    // (a column counts characters, as editors do: a UTF-8 sequence's continuation bytes do not count)
+    if (src[i] == '\n') { line++; col = 1; } else if (((unsigned char)src[i] & 0xC0) != 0x80) col++;
     i++;
   }
   [[noreturn]] void fail(const std::string& msg, Pos p) { throw Error(msg, p); }
+
+  // A character of the source as a message shows it: printable ASCII as itself, any other byte
+  // as \xNN (a message never carries a raw control byte or a piece of a UTF-8 sequence).
+  static std::string shown(char c) {
+    unsigned char u = (unsigned char)c;
+    if (u > 0x20 && u < 0x7f) return std::string(1, c);
+    char buf[8];
+    snprintf(buf, sizeof buf, "\\x%02x", u);
+    return buf;
+  }
+
+  static void append_utf8(std::string& out, unsigned long cp) {
+    if (cp < 0x80) {
+      out += (char)cp;
+    } else if (cp < 0x800) {
+      out += (char)(0xC0 | (cp >> 6));
+      out += (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += (char)(0xE0 | (cp >> 12));
+      out += (char)(0x80 | ((cp >> 6) & 0x3F));
+      out += (char)(0x80 | (cp & 0x3F));
+    } else {
+      out += (char)(0xF0 | (cp >> 18));
+      out += (char)(0x80 | ((cp >> 12) & 0x3F));
+      out += (char)(0x80 | ((cp >> 6) & 0x3F));
+      out += (char)(0x80 | (cp & 0x3F));
+    }
+  }
 
   // Skips whitespace and comments; `#;` skips the next datum.
   void skip() {
@@ -67,13 +98,59 @@ struct Reader {
         continue;
       }
       if (c == '#' && peek(1) == ';') {
+        Pos start = pos();
         advance(); advance();
         skip();
-        if (eof()) fail("#; at end of input", pos());
+        if (eof()) fail("#; at end of input: a datum comment needs a datum after it", start);
         read_datum();
         continue;
       }
       return;
+    }
+  }
+
+  // Moves past the datum that starts here by its brackets alone, after a reader error in it
+  // (--check goes on with the next form): false when its brackets do not close before the end.
+  bool skip_datum_text() {
+    while (!eof() && peek() == '\'') advance();
+    long depth = 0;
+    bool any = false;  // (at depth 0: some of an atom read)
+    for (;;) {
+      if (eof()) return depth == 0 && any;
+      char c = peek();
+      if (depth == 0 && any && delimiter(c)) return true;
+      if (c == '"') {
+        advance();
+        while (!eof() && peek() != '"') {
+          if (peek() == '\\') advance();
+          if (!eof()) advance();
+        }
+        if (eof()) return false;
+        advance();
+        if (depth == 0) return true;
+      } else if (c == ';') {
+        while (!eof() && peek() != '\n') advance();
+      } else if (c == '#' && peek(1) == '|') {
+        advance(); advance();
+        int nest = 1;
+        while (nest > 0) {
+          if (eof()) return false;
+          if (peek() == '|' && peek(1) == '#') { advance(); advance(); nest--; }
+          else if (peek() == '#' && peek(1) == '|') { advance(); advance(); nest++; }
+          else advance();
+        }
+      } else if (c == '(' || c == '[') {
+        depth++;
+        advance();
+      } else if (c == ')' || c == ']') {
+        advance();
+        if (depth == 0 || --depth == 0) return true;  // (depth 0: a stray closing bracket)
+      } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f') {
+        advance();
+      } else {
+        if (depth == 0) any = true;
+        advance();
+      }
     }
   }
 
@@ -82,9 +159,33 @@ struct Reader {
            c == '[' || c == ']' || c == '"' || c == ';' || c == '\'';
   }
 
+  // The length of the UTF-8 sequence at src[k], or 0 when it is not one.
+  size_t utf8_length(size_t k) const {
+    unsigned char u = (unsigned char)src[k];
+    size_t n = u >= 0xC2 && u <= 0xDF ? 2 : u >= 0xE0 && u <= 0xEF ? 3 : u >= 0xF0 && u <= 0xF4 ? 4 : 0;
+    if (n == 0 || k + n > src.size()) return 0;
+    for (size_t j = 1; j < n; j++)
+      if (((unsigned char)src[k + j] & 0xC0) != 0x80) return 0;
+    return n;
+  }
+
+  // A token's characters: no control character, only whole UTF-8 sequences (a message that
+  // names the token, "unbound variable NAME", never carries a raw byte).
   std::string token() {
     std::string t;
-    while (!eof() && !delimiter(peek())) { t += peek(); advance(); }
+    while (!eof() && !delimiter(peek())) {
+      unsigned char u = (unsigned char)peek();
+      if (u < 0x20 || u == 0x7f) fail("unexpected character " + shown(peek()), pos());
+      if (u >= 0x80) {
+        size_t n = utf8_length(i);
+        if (n == 0) fail("invalid UTF-8 byte " + shown(peek()), pos());
+        if (src.compare(i, n, "\xEF\xBB\xBF") == 0) fail("unexpected byte-order mark (U+FEFF)", pos());
+        for (size_t j = 0; j < n; j++) { t += peek(); advance(); }
+        continue;
+      }
+      t += peek();
+      advance();
+    }
     return t;
   }
 
@@ -146,7 +247,7 @@ struct Reader {
   Sx* read_atom() {
     Pos p = pos();
     std::string t = token();
-    if (t.empty()) fail(std::string("unexpected character '") + peek() + "'", p);
+    if (t.empty()) fail("unexpected character " + shown(peek()), p);
     if (t[0] == '#') {
       // (as Scheme, in either case)
       if (t == "#t" || t == "#true" || t == "#T" || t == "#TRUE") { Sx* s = sx_new(Sx::Bool, p); s->boolean = true; return s; }
@@ -169,8 +270,12 @@ struct Reader {
           return s;
         }
       }
+      if (t == "#" && peek() == '(') fail("VLAD has no vectors: #( is not supported; use (list ...)", p);
+      if (t.size() >= 2 && t[1] == '\\') fail("VLAD has no characters: " + t + " is not supported; use a string", p);
       fail("bad syntax " + t, p);
     }
+    if (t[0] == '`') fail("quasiquote (`) is not supported; build the list with list and cons", p);
+    if (t[0] == ',') fail("unquote (,) is not supported outside quasiquote (which VLAD does not have)", p);
     double v;
     if (parse_decimal(t, v)) {
       Sx* s = sx_new(Sx::Real, p);
@@ -191,6 +296,7 @@ struct Reader {
       advance();
       if (c == '"') break;
       if (c == '\\') {
+        Pos bp = Pos{file, line, col - 1};
         if (eof()) fail("unterminated string", p);
         char e = peek();
         advance();
@@ -198,9 +304,35 @@ struct Reader {
           case 'n': out += '\n'; break;
           case 't': out += '\t'; break;
           case 'r': out += '\r'; break;
+          case 'a': out += '\a'; break;
+          case 'b': out += '\b'; break;
           case '\\': out += '\\'; break;
           case '"': out += '"'; break;
-          default: out += e;
+          case 'x': case 'X': {  // \xHH; (R7RS): the character with that code point, in UTF-8
+            unsigned long cp = 0;
+            size_t digits = 0;
+            while (!eof() && isxdigit((unsigned char)peek()) && digits < 8) {
+              char h = peek();
+              cp = cp * 16 + (isdigit((unsigned char)h) ? h - '0' : (tolower(h) - 'a' + 10));
+              digits++;
+              advance();
+            }
+            if (digits == 0 || eof() || peek() != ';' || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+              fail("bad escape in string: \\x must be followed by hex digits and ';', as \\x41;", bp);
+            advance();
+            append_utf8(out, cp);
+            break;
+          }
+          case ' ': case '\t': case '\n': case '\r': {
+            // a line continuation (R7RS): backslash, blanks, a newline, blanks -> nothing
+            size_t k = i - 1;
+            while (k < src.size() && (src[k] == ' ' || src[k] == '\t' || src[k] == '\r')) k++;
+            if (k >= src.size() || src[k] != '\n') fail("unknown escape \\" + shown(e) + " in string", bp);
+            while (i <= k) advance();
+            while (!eof() && (peek() == ' ' || peek() == '\t')) advance();
+            break;
+          }
+          default: fail("unknown escape \\" + shown(e) + " in string (known: \\n \\t \\r \\a \\b \\\\ \\\" \\xHH;)", bp);
         }
       } else {
         out += c;
@@ -226,7 +358,7 @@ struct Reader {
         if (c != close) fail(std::string("mismatched '") + c + "'", pos());
         Pos np = pos();
         advance();
-        *tail = sx_nil(np);
+        *tail = sx_nil(head ? np : open);  // (an empty list () is where it opens, as any list)
         return head;
       }
       if (c == '.' && delimiter(peek(1))) {
@@ -295,24 +427,68 @@ bool parse_numeral(const std::string& t, double& out) {
   return Reader::parse_decimal(t, out);
 }
 
-gc_vector<TopForm> read_program(const std::string& text, const char* file) {
+gc_vector<TopForm> read_program(const std::string& text, const char* file, bool recover) {
   Reader r(text, intern(file));
+  // A UTF-8 byte-order mark (some editors save one) is not part of the program; nor is a first
+  // line starting with #! (an executable script's interpreter line).
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) r.i = 3;
+  if (text.compare(r.i, 2, "#!") == 0)
+    while (!r.eof() && r.peek() != '\n') r.advance();
   gc_vector<TopForm> out;
   const char* arrow = intern("===>");
+  // (recover) Records e in t, and moves the reader from `start` past the datum there.
+  auto note = [&](TopForm& t, const Error& e) {
+    char* msg = static_cast<char*>(gc_alloc_atomic(strlen(e.what()) + 1));
+    strcpy(msg, e.what());
+    t.error = msg;
+    t.error_pos = e.pos;
+  };
+  auto recovered = [&](TopForm& t, const Error& e, size_t start, int line, int col) {
+    if (!recover) throw e;
+    r.i = start;
+    r.line = line;
+    r.col = col;
+    if (!r.skip_datum_text()) throw e;
+    note(t, e);
+  };
   for (;;) {
     r.skip();
     if (r.eof()) break;
-    Sx* d = r.read_datum();
-    if (sx_is_sym(d, arrow)) {
-      r.skip();
-      if (r.eof()) r.fail("===> at end of input with no answer", d->pos);
-      Sx* ans = r.read_datum();
-      if (out.empty() || out.back().expected) r.fail("===> must follow an expression", d->pos);
-      out.back().expected = ans;
-      out.back().arrow = d->pos;
+    size_t start = r.i;
+    int line = r.line, col = r.col;
+    Sx* d;
+    try {
+      d = r.read_datum();
+    } catch (const Error& e) {
+      out.push_back(TopForm{sx_nil(r.pos()), nullptr, Pos(), nullptr, Pos()});
+      recovered(out.back(), e, start, line, col);
       continue;
     }
-    out.push_back(TopForm{d, nullptr, Pos()});
+    if (sx_is_sym(d, arrow)) {
+      r.skip();
+      if (r.eof()) {
+        Error e("===> at end of input with no answer", d->pos);
+        if (!recover || out.empty() || out.back().expected || out.back().error) throw e;
+        note(out.back(), e);
+        break;
+      }
+      bool orphan = out.empty() || out.back().expected || out.back().error;
+      if (orphan && !recover) r.fail("===> must follow an expression", d->pos);
+      if (orphan) {  // (recover: the answer is a failed form of its own)
+        out.push_back(TopForm{sx_nil(d->pos), nullptr, Pos(), nullptr, Pos()});
+        recovered(out.back(), Error("===> must follow an expression", d->pos), r.i, r.line, r.col);
+        continue;
+      }
+      start = r.i, line = r.line, col = r.col;
+      try {
+        out.back().expected = r.read_datum();
+        out.back().arrow = d->pos;
+      } catch (const Error& e) {
+        recovered(out.back(), e, start, line, col);
+      }
+      continue;
+    }
+    out.push_back(TopForm{d, nullptr, Pos(), nullptr, Pos()});
   }
   return out;
 }

@@ -24,10 +24,16 @@ struct TopForm {
   Sx* form;
   Sx* expected = nullptr;
   Pos arrow;
+  // (read_program with `recover`) The reader's error in this form or in its answer, if any.
+  const char* error = nullptr;
+  Pos error_pos;
 };
 
-// Reads every form of `text`; `file` names it in positions. Throws vlad::Error on malformed input.
-gc_vector<TopForm> read_program(const std::string& text, const char* file);
+// Reads every form of `text`; `file` names it in positions. Throws vlad::Error on malformed input,
+// unless `recover` (--check, where each form is checked alone): then a form, or an answer, that
+// cannot be read is recorded in its TopForm (form () when the form itself), and reading goes on
+// after its brackets close; only brackets left open to the end of the text still throw.
+gc_vector<TopForm> read_program(const std::string& text, const char* file, bool recover = false);
 
 // A numeral as the reader reads one (#b #o #d #x prefixes, +inf, ...): false if `t` is not one.
 bool parse_numeral(const std::string& t, double& out);
