@@ -109,6 +109,9 @@ std::string dir_of(const std::string& path) {
 bool run_program(Interp& in, const std::string& text, const std::string& file, std::string& err, bool from_file) {
   bool ok = true;
   begin_program(in, from_file ? file : "");
+  // (a Ctrl-C that came after the last evaluation's last look at the flag, as its error was on
+  // its way out, is that evaluation's: it must not stop this one)
+  in.interrupt = false;
   interruptible = &in;
   try {
     run_on_big_stack(&in, [&] {
@@ -364,6 +367,7 @@ int run_main(int argc, char** argv) {
       CheckResult r;
       try {
         begin_program(in, f == "-" ? "" : f);
+        in.interrupt = false;
         interruptible = &in;
         run_on_big_stack(&in, [&] { r = check_text(in, text, f.c_str(), dir_of(f), report); });
       } catch (const Error& e) {  // (check_text reports each form's errors itself: this is the rest)

@@ -217,6 +217,23 @@ if [ "$e1" = "$(printf '%s\n' 'rulesframe.vlad:1:15: error: sqrt: expected a rea
   ok "traces show no internal frames (rules, % helpers, a non-procedure)"
 else notok "traces show no internal frames" "'$(one_line "$e1")' '$(one_line "$e2")' '$(one_line "$e3")'"; fi
 
+# an error in a backpropagator reached by a tail call: located at the tail call's site in every tier
+# (the interpreter gave the caller's, once native code had taken the call)
+cat >bptail.vlad <<'EOF'
+(define (f x) (* x x))
+(define (g i) ((cdr ((*j f) (*j i))) (sensitize (if (= i 1) (cons 1 2) 1))))
+(define (loop i acc) (if (= i 2) acc (loop (+ i 1) (cons (g i) acc))))
+(loop 0 0)
+EOF
+want=""
+for tier in "--jit=off" "--jit-threshold 1" "--jit=on"; do
+  e=$("$V" $tier bptail.vlad 2>&1 >/dev/null | head -2)
+  [ -z "$want" ] && want=$e
+  if [ "$e" = "$want" ] && printf '%s' "$e" | head -1 | grep -q '^bptail.vlad:2:15: error: \*: expected a real'; then
+    ok "an error in a tail-called backpropagator: the same location in every tier ($tier)"
+  else notok "an error in a tail-called backpropagator ($tier)" "'$(one_line "$e")' against '$(one_line "$want")'"; fi
+done
+
 # a recursion's calls from one site are one line, counted
 cat >selferr.vlad <<'EOF'
 (define (bad x) (+ 1 (car x)))

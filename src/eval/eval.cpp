@@ -1042,6 +1042,7 @@ void note_retained(Value bp) {
 Value apply_core(Value f, Value arg, Pos call_pos, Value* out, Lambda* entry = nullptr) {
   Interp* in = current;
   CallFrame frame(f, call_pos);
+  Pos site = call_pos;  // the call now running: the last tail call's site once one is taken
   Value* fr = nullptr;
   int cap = 0;
   // The chain being made by tail calls of this frame: its first backpropagator (what the caller
@@ -1069,7 +1070,7 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out, Lambda* entry = n
       }
       if (lam->raw_bp && lam == cl->lambda) {  // a backpropagator called as a procedure: (sensitize ∘ body ∘ unsensitize)
         if (in->meter_retained) note_retained(f);
-        Value r = run_raw(cl, unsensitize(arg), halves, call_pos);
+        Value r = run_raw(cl, unsensitize(arg), halves, site);
         halves[0] = sensitize(r.is_unbound() ? cons(halves[0], halves[1]) : r);
         goto value;
       }
@@ -1097,6 +1098,7 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out, Lambda* entry = n
         f = ex.f;
         arg = ex.tail_arg();
         note_tail_call(frame.record(), f, ex.tail_pos);  // (the records may have moved while the body ran)
+        site = ex.tail_pos;
         continue;
       }
       if (e == Exit::Pair) {
@@ -1124,7 +1126,7 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out, Lambda* entry = n
   if (false) {
   value:  // a single value: done, unless a chain needs its two halves
     if (!chain_last) return halves[0];
-    split_value(halves[0], halves, "(cons value backpropagator)", call_pos);
+    split_value(halves[0], halves, "(cons value backpropagator)", site);
   }
   if (chain_last) {  // the callee's backpropagator fills the last hole; the caller gets the first
     chain_last->env[chain_hole] = halves[1];
