@@ -762,6 +762,18 @@ else notok "--depth-limit: exceeding it is an error mentioning 'recursion depth'
 run "$V" --depth-limit 10000 -e '(+ 1 2)'
 expect "--depth-limit N with -e" 0 "3"
 
+# deeply nested source: 20,000 nested lambdas (free variables were computed again at each depth:
+# 10,000 took 7 GB) and 20,000 nested lets (each name looked up the whole scope chain); the timeout
+# only guards against the old quadratic behaviour, it measures nothing
+python3 -c "n=20000; print('(define g ' + '(lambda (x) ' * n + 'x' + ')'*n + ')')" >nestlam.vlad 2>/dev/null ||
+  { printf '(define g '; for i in $(seq 20000); do printf '(lambda (x) '; done; printf 'x'; for i in $(seq 20000); do printf ')'; done; printf ')\n'; } >nestlam.vlad
+printf '(define (f y) ' >nestlet.vlad; for i in $(seq 20000); do printf '(let ((x y)) ' >>nestlet.vlad; done
+printf '(+ x 1)' >>nestlet.vlad; for i in $(seq 20000); do printf ')' >>nestlet.vlad; done; printf ')\n(f 41)\n' >>nestlet.vlad
+run 120 "$V" nestlam.vlad; r1=$RC
+run 120 "$V" nestlet.vlad
+if [ $r1 -eq 0 ] && [ $RC -eq 0 ] && [ "$OUT" = 42 ]; then ok "20,000 nested lambdas and 20,000 nested lets are analysed"
+else notok "deeply nested lambdas and lets" "exit $r1 and $RC, out '$OUT'"; fi
+
 # ---------------------------------------------------------------- IEEE
 run "$V" -e '(/ 1 0)'
 expect "(/ 1 0) prints +inf" 0 "+inf"

@@ -2,6 +2,7 @@
 // Variables are alpha-converted as they are bound (each binding makes a new Var), so the output
 // needs no renaming; tuples follow SPEC §2 exactly: (f a b c) = (f (cons a (cons b c))).
 #include <algorithm>
+#include <unordered_map>
 #include <functional>
 
 #include "interp.hpp"
@@ -22,12 +23,24 @@ struct Scope {
   std::vector<Entry> entries;
   Scope* parent;
   explicit Scope(Scope* p) : parent(p) {}
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
   const Entry* find(const char* name) const {
-    for (const Scope* s = this; s; s = s->parent)
-      for (auto it = s->entries.rbegin(); it != s->entries.rend(); ++it)
-        if (it->name == name) return &*it;
-    return nullptr;
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it)
+      if (it->name == name) return &*it;
+    if (!parent) return nullptr;
+    // What the enclosing scopes give a name, remembered here: a scope's entries are all made
+    // before a scope inside it is, so the answer stays right. (Each lookup walked the whole chain:
+    // 20,000 nested lets took 2 s to expand, 10^5 took 80 s; a keyword, never bound, walks it all.)
+    auto it = outer.find(name);
+    if (it != outer.end()) return it->second;
+    const Entry* e = parent->find(name);
+    outer.emplace(name, e);
+    return e;
   }
+
+ private:
+  mutable std::unordered_map<const char*, const Entry*> outer;
 };
 
 struct S {  // interned keywords
