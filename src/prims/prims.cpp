@@ -94,20 +94,27 @@ Value forced(Value v) { return is_lazy(v) ? force(v) : v; }
   throw Error(std::string(p->name) + ": expected " + expected + ", got " + write_brief(v));
 }
 
+[[noreturn]] void second_arg_error(Prim* p, Value b);
+
+// A real argument (the second of a binary primitive's: `second`, whose error says more).
+template <bool second = false>
 inline double real_arg(Prim* p, Value v) {
   if (v.is_real()) return v.as_real();
   if (is_lazy(v)) {
     Value m = force(v);
     if (m.is_real()) return m.as_real();
   }
+  if (second) second_arg_error(p, v);
   type_error(p, "a real", v);
 }
 
 // Comparisons and predicates look through AD tags (a transformed comparison compares primals).
+template <bool second = false>
 inline double compare_arg(Prim* p, Value v) {
   if (v.is_real()) return v.as_real();
   Value s = strip_tags(v);
   if (s.is_real()) return s.as_real();
+  if (second) second_arg_error(p, v);
   type_error(p, "a real", v);
 }
 
@@ -123,20 +130,6 @@ inline double compare_arg(Prim* p, Value v) {
                 " takes 2 arguments: was it given " + std::to_string(n) + "?)");
   type_error(p, "a real", b);
 }
-inline double real_arg_2(Prim* p, Value v) {
-  if (v.is_real()) return v.as_real();
-  if (is_lazy(v)) {
-    Value m = force(v);
-    if (m.is_real()) return m.as_real();
-  }
-  second_arg_error(p, v);
-}
-inline double compare_arg_2(Prim* p, Value v) {
-  if (v.is_real()) return v.as_real();
-  Value s = strip_tags(v);
-  if (s.is_real()) return s.as_real();
-  second_arg_error(p, v);
-}
 
 #define UNARY(fname, expr)                             \
   Value fname(Prim* p, Value v) {                      \
@@ -146,13 +139,13 @@ inline double compare_arg_2(Prim* p, Value v) {
   }
 #define BINARY(fname, expr)                            \
   Value fname(Prim* p, Value a, Value b) {             \
-    double x = real_arg(p, a), y = real_arg_2(p, b);   \
+    double x = real_arg(p, a), y = real_arg<true>(p, b); \
     meter_count(p);                                    \
     return Value::real(expr);                          \
   }
 #define COMPARE(fname, expr)                           \
   Value fname(Prim* p, Value a, Value b) {             \
-    double x = compare_arg(p, a), y = compare_arg_2(p, b); \
+    double x = compare_arg(p, a), y = compare_arg<true>(p, b); \
     meter_count(p);                                    \
     return Value::boolean(expr);                       \
   }

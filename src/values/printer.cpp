@@ -196,21 +196,17 @@ std::string write_string(Value v) {
 
 std::string write_brief(Value v, size_t limit) {
   PrintScope scope;
+  struct Limit {  // (restored however the print ends)
+    size_t was = print_limit;
+    explicit Limit(size_t l) { print_limit = l; }
+    ~Limit() { print_limit = was; }
+  } set(limit);
   std::string out;
-  size_t was = print_limit;
-  print_limit = limit;
   try {
     write(out, v, false);
   } catch (const PrintLimitReached&) {
-    print_limit = was;
-    out.resize(std::min(out.size(), limit));
-    return out + " ...";
-  } catch (...) {
-    print_limit = was;
-    throw;
   }
-  print_limit = was;
-  if (out.size() > limit) out = out.substr(0, limit) + " ...";
+  if (out.size() > limit) return out.substr(0, limit) + " ...";
   return out;
 }
 
