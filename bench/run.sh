@@ -124,8 +124,10 @@ echo "    ns/op = t / (reps * 5(n-1)), t the time of the program's last form (VL
 echo "    runs, not the input's construction; best of 3); time ratio = gradient ns/op / primal ns/op."
 echo "    Counts per evaluation (meter, mode 0 subtracted): ratios gradient/primal of operations, steps and"
 echo "    applications; bytes allocated and retained (the tape) per recorded operation; peak resident memory."
+echo "    interp: the same two runs interpreted only (VLAD_JIT=off), ns/op and time ratio: the ratio of the interpreter's"
+echo "    reverse pass to the interpreter's primal (the native tier runs the primal ~8x faster, the gradient ~2-3x)."
 echo "    peers, ns/op: primal C++ 2-3, ADOL-C 2-3, R6RS-AD/Chez 16-31; gradient C++ 4-5, ADOL-C 51-82, R6RS-AD/Chez 311-2082"
-printf '  %-8s | %8s %8s | %8s %8s | %6s | %5s %5s %5s | %7s %7s | %s\n' n "p ns/op" "p reps" "g ns/op" "g reps" "time" "ops" steps apps "B/op" "kept/op" "peak RSS"
+printf '  %-8s | %8s %8s | %8s %8s | %6s | %-19s | %5s %5s %5s | %7s %7s | %s\n' n "p ns/op" "p reps" "g ns/op" "g reps" "time" "interp p / g, time" "ops" steps apps "B/op" "kept/op" "peak RSS"
 for n in 1000 10000 100000 1000000; do
   ops=$((5 * (n - 1)))
   reps_p=$(( 4000000 / ops + 1 )); reps_g=$(( 1000000 / ops + 1 ))
@@ -134,12 +136,15 @@ for n in 1000 10000 100000 1000000; do
   tlast $k "$W3" "$n 2 $reps_g"; tg=$T; sg=$ST
   if [ "$sp" != ok ] || [ "$sg" != ok ]; then printf '  %-8s primal %s gradient %s %s\n' "$n" "$sp" "$sg" "${MSG:-}"; continue; fi
   pns=$(calc "$tp * 1e9 / ($reps_p * $ops)"); gns=$(calc "$tg * 1e9 / ($reps_g * $ops)")
+  VLAD_JIT=off tlast $k "$W3" "$n 1 $reps_p"; ip=$(calc "$T * 1e9 / ($reps_p * $ops)")
+  VLAD_JIT=off tlast $k "$W3" "$n 2 $reps_g"; ig=$(calc "$T * 1e9 / ($reps_g * $ops)")
+  interp=$(printf '%5.1f %5.1f, %5.2f' "$ip" "$ig" "$(calc "$ig / $ip")")
   meter "$W3" "$n 0 1"; o0=$OPS s0=$STEPS a0=$APPS b0=$BYTES
   meter "$W3" "$n 1 1"; o1=$OPS s1=$STEPS a1=$APPS
   meter "$W3" "$n 2 1"; o2=$OPS s2=$STEPS a2=$APPS b2=$BYTES ret=$RET rss=$RSS
   po=$((o1 - o0))
-  printf '  %-8s | %8.1f %8d | %8.1f %8d | %6.2f | %5s %5s %5s | %7.1f %7.1f | %s MiB\n' "$n" "$pns" "$reps_p" "$gns" "$reps_g" \
-    "$(calc "$gns / $pns")" "$(ratio $o0 $o1 $o2)" "$(ratio $s0 $s1 $s2)" "$(ratio $a0 $a1 $a2)" \
+  printf '  %-8s | %8.1f %8d | %8.1f %8d | %6.2f | %-19s | %5s %5s %5s | %7.1f %7.1f | %s MiB\n' "$n" "$pns" "$reps_p" "$gns" "$reps_g" \
+    "$(calc "$gns / $pns")" "$interp" "$(ratio $o0 $o1 $o2)" "$(ratio $s0 $s1 $s2)" "$(ratio $a0 $a1 $a2)" \
     "$(calc "($b2 - $b0) / $po")" "$(calc "$ret / $po")" "$rss"
 done
 echo
@@ -165,20 +170,23 @@ echo
 echo "(d) families at n = 1e5 (bench/*.vlad; modes 0 input only, 1 primal, 2 forward phase + one backpropagator"
 echo "    call, or one JVP by j* for the forward family): time ratio and the meter's ratios (mode 0 subtracted);"
 echo "    obj/op: heap objects of the derivative run per primitive operation of the primal (not a ratio: a"
-echo "    native primal loop allocates nothing)"
-printf '  %-58s %7s %7s | %5s %5s %6s %7s | %s\n' family "p s" "d s" time ops steps obj/op "value"
+echo "    native primal loop allocates nothing); interp: the time ratio with both runs interpreted only (VLAD_JIT=off)"
+printf '  %-58s %7s %7s | %5s %6s | %5s %6s %7s | %s\n' family "p s" "d s" time interp ops steps obj/op "value"
 family() {  # LABEL FILE N
-  local n=$3 t0 tp td o0 s0 j0 o1 s1 j1
+  local n=$3 t0 tp td o0 s0 j0 o1 s1 j1 i0 ip id
   tbest 3 "$HERE/$2" "$n 0"; t0=$T
   tbest 3 "$HERE/$2" "$n 1"; tp=$T
   tbest 3 "$HERE/$2" "$n 2"; td=$T
   if [ "$ST" != ok ]; then printf '  %-58s %s %s\n' "$1" "$ST" "${MSG:-}"; return; fi
   local val=$VAL
+  VLAD_JIT=off tbest 3 "$HERE/$2" "$n 0"; i0=$T
+  VLAD_JIT=off tbest 3 "$HERE/$2" "$n 1"; ip=$T
+  VLAD_JIT=off tbest 3 "$HERE/$2" "$n 2"; id=$T
   meter "$HERE/$2" "$n 0"; o0=$OPS s0=$STEPS j0=$OBJS
   meter "$HERE/$2" "$n 1"; o1=$OPS s1=$STEPS j1=$OBJS
   meter "$HERE/$2" "$n 2"
-  printf '  %-58s %7.3f %7.3f | %5.2f %5s %6s %7s | %s\n' "$1" "$(calc "$tp - $t0")" "$(calc "$td - $t0")" \
-    "$(calc "($tp - $t0) > 0 ? ($td - $t0) / ($tp - $t0) : 0")" "$(ratio $o0 $o1 $OPS)" "$(ratio $s0 $s1 $STEPS)" "$(awk -v a="$j0" -v b="$OBJS" -v o0="$o0" -v o1="$o1" 'BEGIN { if (o1 - o0 >= 1000) printf "%.2f", (b - a) / (o1 - o0); else printf "-" }')" "${val:0:30}"
+  printf '  %-58s %7.3f %7.3f | %5.2f %6.2f | %5s %6s %7s | %s\n' "$1" "$(calc "$tp - $t0")" "$(calc "$td - $t0")" \
+    "$(calc "($tp - $t0) > 0 ? ($td - $t0) / ($tp - $t0) : 0")" "$(calc "($ip - $i0) > 0 ? ($id - $i0) / ($ip - $i0) : 0")" "$(ratio $o0 $o1 $OPS)" "$(ratio $s0 $s1 $STEPS)" "$(awk -v a="$j0" -v b="$OBJS" -v o0="$o0" -v o1="$o1" 'BEGIN { if (o1 - o0 >= 1000) printf "%.2f", (b - a) / (o1 - o0); else printf "-" }')" "${val:0:30}"
 }
 family "reverse 1: f of W3 (rev1_f)" rev1_f.vlad 100000
 family "reverse 2: chain x_(k+1) = 0.5 (x_k + x_k) (rev2_chain)" rev2_chain.vlad 100000
