@@ -227,3 +227,37 @@ if [ "$kept" != error ] && awk -v k="$(echo "$kept" | cut -d' ' -f6)" 'BEGIN { e
 else
   echo "not ok - a backpropagator takes projections of what it keeps again: ${kept:-error} (bytes kept per op above 46)"
 fi
+
+# Zeros and sums stay lazy inside transformed code, as in the primal (the paper, end of §4; found
+# by a cost hunt in the thirty-first session): the zero of *j of a list (a view) was built one
+# level at a time all the way down, and the forward versions of zero, %rzero and plus took a
+# structure apart into primal and tangent and bundled it again — O(n) for each (zero xs) of an
+# n-list in a forward or reverse derivative, and for each projection of a list in a reverse pass
+# inside a forward derivative (forward over reverse: hessian-vector-product O(n^2), hessian
+# O(n^3)). marginal FILE "INPUT(m)" "INPUT(2m)" STEPS: the objects of the second run minus the
+# first's, per extra step.
+marginal() {
+  local a b
+  a=$(echo "$2" | timeout 300 "$V" --meter "tests/cost/$1" 2>&1 >/dev/null | awk '/^# heap objects allocated:/ { print $NF }')
+  b=$(echo "$3" | timeout 300 "$V" --meter "tests/cost/$1" 2>&1 >/dev/null | awk '/^# heap objects allocated:/ { print $NF }')
+  if [ -n "$a" ] && [ -n "$b" ]; then echo $(((b - a) / $4)); else echo error; fi
+}
+bounded() {  # LABEL VALUE MAX
+  if [ "$2" != error ] && [ "$2" -le "$3" ]; then echo "ok - $1: $2, at most $3"; else echo "not ok - $1: $2, above $3"; fi
+}
+# A loop over a list of 4,000 reals, 100 more steps: at most 40 objects a step (5-20 here; 70-280
+# thousand, 18 n, when each step walked the list).
+for v in 0 1 2; do
+  for mode in 1 2; do
+    label=$([ $mode = 1 ] && echo forward || echo reverse)
+    bounded "zero and plus of a 4000-list under $label mode ($v): objects a step" \
+      "$(marginal zero-under-ad.vlad "4000 100 $mode $v" "4000 200 $mode $v" 100)" 40
+  done
+done
+# Forward over reverse, a projection of a 4,000-list in the inner reverse pass (tests/cost/fr-project.vlad):
+# at most 50 objects a step (32 here; 72,000 when each was O(n)).
+bounded "forward over reverse: a projection of a 4000-list, objects a step" \
+  "$(marginal fr-project.vlad "4000 100 1" "4000 200 1" 100)" 50
+# hessian-vector-product of a function of an n-list (tests/cost/hvp.vlad): at most 60 objects an
+# element, from n = 1,000 to 4,000 (47 here; 45,000 at n = 4,000 when it was O(n^2)).
+bounded "hessian-vector-product of an n-list: objects an element" "$(marginal hvp.vlad 1000 4000 3000)" 60

@@ -1011,6 +1011,9 @@ inline bool bundle_pair(Value v, const Bundle** a, const Bundle** d) {
 Value apply_linear(Value m, Value x);
 Value fwd_linear_deep(Closure* c, Value v);
 
+// A pair, or a value standing for one (a view, a lazy zero or *j): what plus adds part by part.
+inline bool is_structure(Value v) { return is_pair(v) || is_data_view(v) || is(v, Kind::Zero) || is(v, Kind::LazyJ); }
+
 Value fwd_ad(Closure* c, Value v) {
   Prim* p = prim_of(c);
   // The sum of two forward values without a real (a procedure's sensitivity in a backward pass
@@ -1020,6 +1023,26 @@ Value fwd_ad(Closure* c, Value v) {
   Value r;
   if (ad_op(p) == A_PLUS && is_pair(v) && inert_sum(car(v), cdr(v), &r)) return r;
   if ((ad_op(p) == A_ZERO || ad_op(p) == A_RZERO) && inert_atom(v)) return v;
+  // The zero of a structure of forward values is that structure's zero, whose bundles are the
+  // bundles of their parts' zeros: deferred as any zero is (taken apart into primal and tangent
+  // and bundled again, it was two walks of the whole structure: O(n) for each (zero xs) of an
+  // n-list inside a forward derivative, and for each projection of a list in a reverse pass
+  // inside one, whose backpropagator takes the zero of the rest)
+  // So is the zero of (*j-inverse v) (%rzero, a backpropagator's zero of the rest of a list it
+  // projected: forward over reverse took each projection O(n)), and a sum with a zero (such a
+  // zero added to a sensitivity) or of two structures, whose bundles add part by part.
+  if (is_pair(v) || is_data_view(v)) {
+    switch (ad_op(p)) {
+      case A_ZERO: return zero_of(v);
+      case A_RZERO: return rzero(v);
+      case A_PLUS: {
+        Value a = car(v), b = cdr(v);
+        if (is_structure(a) && is_structure(b)) return plus(a, b);
+        break;
+      }
+      default: break;
+    }
+  }
   // (of a closure with an environment: the result made before for it, if it is still cached;
   // gradient-R's (*j f) of one closure once an integration step, inside a forward derivative)
   ClosureMemo* memo = is(v, Kind::Closure) && v.as_obj()->aux != 0 ? closure_memo(p, v) : nullptr;

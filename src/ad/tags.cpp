@@ -226,6 +226,16 @@ Value reverse_zero(int k) { return zero_towers()[k]; }
 
 namespace {
 
+Value zero_shallow(Value v, int strip);
+
+// The zero of (J⁻¹)^strip of a forward value v (a bundle, or the forward transform of a closure):
+// what the forward version of %rzero makes of it, the zeros of its primal and tangent bundled
+// again. (A lazy %rzero of a structure of forward values, forward over reverse, reaches them.)
+Value forward_rzero(Value v, int strip) {
+  Value t = lazy_zero(tangent_untagged(v), strip);
+  return bundle_untagged(lazy_zero(primal(v), strip), t);
+}
+
 // Zero of (J⁻¹)^strip v, built one level deep: reals (tagged or not) completely, pairs and
 // closures as structures of lazy zeros.
 Value zero_shallow(Value v, int strip) {
@@ -254,7 +264,7 @@ Value zero_shallow(Value v, int strip) {
       return reverse_of_zero(zero_shallow(tagged_value(v), 0));
     }
     case Kind::Bundle: {
-      if (strip > 0) ad_error("*j-inverse", "expected a reverse value", v);
+      if (strip > 0) return forward_rzero(v, strip);
       Bundle* b = static_cast<Bundle*>(v.as_obj());
       return make_bundle(zero_shallow(b->primal, 0), zero_shallow(b->tangent, 0));
     }
@@ -272,6 +282,7 @@ Value zero_shallow(Value v, int strip) {
     case Kind::Prim: return v;
     case Kind::Closure: {
       Closure* c = as_closure(v);
+      if (strip > 0 && c->lambda->transform == 'F') return forward_rzero(v, strip);
       Prim* prim = nullptr;
       Lambda* lam = strip_lambda(c->lambda, strip, &prim);
       if (prim) return Value::obj(prim);
@@ -296,6 +307,10 @@ Value lazy_zero(Value v, int strip) {
     return lazy_zero(view_tag(v) == kViewJ ? Value::obj(p) : j_view_part(v), strip - 1);
   }
   if (is_zero_view(v) && strip == 0) return v;
+  // (*j P) of a pair P, still a view: its zero deferred too (built here, zero_shallow would
+  // unview it, and the lazy zeros of its parts are views again: a walk of the whole structure,
+  // O(n) for each (zero xs) of an n-list read inside a transformed body)
+  if (is_j_pair_view(v)) return make_lazy_zero(v, strip);
   if (v.is_real() || !v.is_obj()) return zero_shallow(v, strip);
   switch (kind_of(v)) {
     case Kind::Pair:
