@@ -217,6 +217,21 @@ if [ "$e1" = "$(printf '%s\n' 'rulesframe.vlad:1:15: error: sqrt: expected a rea
   ok "traces show no internal frames (rules, % helpers, a non-procedure)"
 else notok "traces show no internal frames" "'$(one_line "$e1")' '$(one_line "$e2")' '$(one_line "$e3")'"; fi
 
+# an error in a native forward phase reached by a chain call (a reverse-transformed body's tail
+# call): located at that call's site, in every tier (its instruction's position was read from
+# fields that hold the chain's lambda there: a garbage file name and line; found by the fuzzer)
+cat >chainerr.vlad <<'EOF'
+(define (grad f) (lambda (x) (cdr (unsensitize ((cdr ((*j f) (*j x))) (sensitize 1))))))
+(define (d f) (lambda (x) ((grad f) x)))
+((d (lambda (x) ((d (lambda (y) (plus (*j x) (*j y)))) 2))) 3)
+EOF
+for tier in "--jit=off" "--jit-threshold 1" "--jit-threshold 2"; do
+  e=$("$V" $tier chainerr.vlad 2>&1 >/dev/null | head -1)
+  if [ "$e" = "chainerr.vlad:3:21: error: *j-inverse: expected a reverse value, got 1" ]; then
+    ok "an error in a chain call's native forward phase is located ($tier)"
+  else notok "an error in a chain call's native forward phase is located ($tier)" "'$(one_line "$e")'"; fi
+done
+
 # an error in a backpropagator reached by a tail call: located at the tail call's site in every tier
 # (the interpreter gave the caller's, once native code had taken the call)
 cat >bptail.vlad <<'EOF'

@@ -221,13 +221,15 @@ bool split_star_j_inverse(Exec* ex, const Instr* ip, Value fv);
 
 namespace {
 // A callee's native forward phase (Lambda::native_split1/2) at call ip: an error without a
-// position gets the call's, as a primitive's at once does (op_app).
+// position gets the call's, as a primitive's at once does (op_app). (site(), not call_site(): ip
+// may be a chain call, whose union holds its chain's lambda and captures, not a position — read
+// as one, they printed a garbage file name and line.)
 inline bool native_split(const Instr* ip, Lambda* lam, Closure* cl, Value a, Value b, Value* out) {
   try {
     return ip->op2 == AppPair ? lam->native_split2 && lam->native_split2(cl, a, b, out)
                               : lam->native_split1 && lam->native_split1(cl, a, out);
   } catch (Error& e) {
-    if (!e.pos.file) e.pos = ip->call_site();
+    if (!e.pos.file) e.pos = ip->site();
     throw;
   }
 }

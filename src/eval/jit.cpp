@@ -211,7 +211,7 @@ extern "C" int vlad_jit_split2(bool (*fn)(Closure*, Value, Value, Value*), Closu
   try {
     return fn(cl, Value(a, 0), Value(b, 0), out) ? 1 : 0;
   } catch (Error& e) {
-    if (!e.pos.file) e.pos = ip->call_site();
+    if (!e.pos.file) e.pos = ip->site();  // (ip may be a chain call: site(), eval.cpp native_split)
     jit_keep_error();
     return kThrown;
   } catch (...) {
@@ -240,7 +240,7 @@ extern "C" uint64_t vlad_jit_native2(Value (*fn)(Closure*, Value, Value), Closur
   try {
     return fn(cl, Value(a, 0), Value(b, 0)).bits;
   } catch (Error& e) {  // (the call's position, as op_app gives it)
-    if (!e.pos.file) e.pos = ip->call_site();
+    if (!e.pos.file) e.pos = ip->site();  // (ip may be a chain call: site(), eval.cpp native_split)
     jit_keep_error();
     return 0;
   } catch (...) {
@@ -261,7 +261,7 @@ extern "C" int vlad_jit_split1(bool (*fn)(Closure*, Value, Value*), Closure* cl,
   try {
     return fn(cl, Value(a, 0), out) ? 1 : 0;
   } catch (Error& e) {
-    if (!e.pos.file) e.pos = ip->call_site();
+    if (!e.pos.file) e.pos = ip->site();  // (ip may be a chain call: site(), eval.cpp native_split)
     jit_keep_error();
     return kThrown;
   } catch (...) {
