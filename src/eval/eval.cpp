@@ -1325,7 +1325,7 @@ int prim2_at_once(Exec* ex, const Instr* ip, Prim* p) {
   try {
     ex->fr[ip->x] = p->fn2(p, ex->get(ip->b), ex->get(ip->b2));
   } catch (Error& e) {
-    if (!e.pos.file) e.pos = ip->call_site();
+    if (!e.pos.file) e.pos = ip->site();  // (as native_split: any call)
     throw;
   }
   return Exec::kContinue;
