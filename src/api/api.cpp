@@ -118,6 +118,9 @@ double Interpreter::gradient(const Value& f, double x) {
 std::vector<double> Interpreter::gradient(const Value& f, const std::vector<double>& x) {
   return to_vector(Value::adopt(detail::call_library(impl_, "gradient", f.root(), Value(x).root())));
 }
+std::vector<double> Interpreter::gradient(const Value& f, std::initializer_list<double> x) {
+  return gradient(f, std::vector<double>(x));
+}
 Value Interpreter::derivative(const Value& f, double x) {
   return Value::adopt(detail::call_library(impl_, "derivative", f.root(), Value(x).root()));
 }

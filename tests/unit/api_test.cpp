@@ -10,6 +10,8 @@
 #include <memory>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
+#include <algorithm>
 
 #include <sys/stat.h>
 
@@ -747,6 +749,57 @@ TEST_CASE("api: host -> VLAD -> host recursion runs on one stack, counted agains
   REQUIRE(!inner_trace.empty());
   CHECK(std::find(inner_trace.begin(), inner_trace.end(), "car") != inner_trace.end());
   CHECK(std::find(inner_trace.begin(), inner_trace.end(), "outer") == inner_trace.end());
+}
+
+namespace {
+// Whether vlad::list / vlad::tuple / Interpreter::call accept these arguments (detection idiom).
+template <class, class... A>
+struct list_ok : std::false_type {};
+template <class... A>
+struct list_ok<std::void_t<decltype(vlad::list(std::declval<const A&>()...))>, A...> : std::true_type {};
+template <class, class... A>
+struct tuple_ok : std::false_type {};
+template <class... A>
+struct tuple_ok<std::void_t<decltype(vlad::tuple(std::declval<const A&>()...))>, A...> : std::true_type {};
+template <class, class... A>
+struct call_ok : std::false_type {};
+template <class... A>
+struct call_ok<std::void_t<decltype(std::declval<vlad::Interpreter&>().call(std::declval<const vlad::Value&>(),
+                                                                             std::declval<const A&>()...))>,
+               A...> : std::true_type {};
+}  // namespace
+
+TEST_CASE("api: pointers do not become values (a string literal was #t)") {
+  static_assert(!std::is_constructible<vlad::Value, const char*>::value, "const char* must not make a Value");
+  static_assert(!std::is_constructible<vlad::Value, const char (&)[6]>::value, "a literal must not make a Value");
+  static_assert(!std::is_constructible<vlad::Value, int*>::value, "a pointer must not make a Value");
+  static_assert(!std::is_constructible<vlad::Value, std::nullptr_t>::value, "nullptr must not make a Value");
+  static_assert(!std::is_convertible<const char*, vlad::Value>::value, "const char* must not make a Value");
+  static_assert(!std::is_constructible<vlad::Value, std::string>::value, "a std::string is not a Value");
+  static_assert(!list_ok<void, char[6]>::value, "vlad::list(\"hello\") must not compile");
+  static_assert(!list_ok<void, const char*>::value, "vlad::list(p) must not compile");
+  static_assert(!tuple_ok<void, int, char[2]>::value, "vlad::tuple(1, \"a\") must not compile");
+  static_assert(!call_ok<void, char[5]>::value, "vm.call(f, \"text\") must not compile");
+  static_assert(!call_ok<void, int, const char*>::value, "vm.call(f, 1, p) must not compile");
+  // What the API does take still works.
+  static_assert(list_ok<void, int, double, bool, vlad::Value, std::vector<double>>::value, "list of values");
+  static_assert(tuple_ok<void, float, long>::value, "tuple of numbers");
+  static_assert(call_ok<void, double>::value && call_ok<void, int, bool>::value && call_ok<void>::value, "call");
+  static_assert(std::is_constructible<vlad::Value, bool>::value && std::is_convertible<int, vlad::Value>::value,
+                "bool, numbers");
+  vlad::Interpreter vm;
+  CHECK(vlad::to_string(vlad::list(1, true, vlad::string_value("s"))) == "(1 #t \"s\")");
+  CHECK(vlad::to_string(vm.call(vm.eval_string("(lambda (x) x)"), vlad::string_value("text"))) == "\"text\"");
+}
+
+TEST_CASE("api: gradient of a braced list is the list overload's") {
+  vlad::Interpreter vm;
+  vlad::Value sq = vm.eval_string("(lambda (l) (* (car l) (car l)))");
+  std::vector<double> g = vm.gradient(sq, {3.0});  // (was the scalar overload's, at 3: an error)
+  CHECK(g == std::vector<double>{6});
+  vlad::Value dot = vm.eval_string("(lambda (l) (* (car l) (car (cdr l))))");
+  CHECK(vm.gradient(dot, {2.0, 5.0}) == std::vector<double>{5, 2});
+  CHECK(vm.gradient(vm.eval_string("(lambda (x) (* x x))"), 3.0) == 6);  // a scalar: the scalar's
 }
 
 TEST_CASE("api: define_primitive rejects misuse") {
