@@ -256,8 +256,11 @@ class Interpreter {
   // "NAME/d0/d1" ...), and NAME gets forward and reverse versions built from them exactly as a
   // builtin's, so it works under j*, *j and the AD library at any nesting depth — as long as the
   // partials needed at that depth have been given. An exception thrown by a function becomes an
-  // Error carrying its message. The name must be a plain symbol; it is defined in the user's and the
-  // prelude's namespaces, replacing any earlier definition.
+  // Error "NAME: <its message>" (an Error out of an evaluation the function started passes through
+  // as it is). The name must be a plain symbol, not syntax nor a builtin primitive's; it is defined
+  // in the user's namespace, replacing any earlier definition there (the library keeps its own
+  // definitions; the rules refer to the primitive and its partials by aliases). Everything is
+  // checked before anything is registered: a call that throws changes nothing.
   void define_primitive(const std::string& name, int arity, const HostFunction& fn);
 
   // ((gradient f) x) for f : R -> R.

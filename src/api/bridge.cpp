@@ -319,18 +319,29 @@ Root* call_library(Session* s, const char* op, const Root* f, const Root* arg) {
   });
 }
 
+namespace {
+void check_host_here(Interp& in, const std::string& name, int arity, bool has_function) {
+  std::string where = "define_primitive " + name;
+  if (!is_symbol_name(name)) throw vlad::Error(where + ": not a valid name");
+  if (!has_function) throw vlad::Error(where + ": no function given");
+  if (arity < 1) throw vlad::Error(where + ": the arity must be at least 1");
+  auto old = in.prim_by_name.find(intern(name));
+  if (old != in.prim_by_name.end() && old->second->cls != PrimClass::Host)
+    throw vlad::Error(where + ": cannot replace a builtin primitive");
+}
+}  // namespace
+
+void check_host(Session* s, const std::string& name, int arity, bool has_function) {
+  guarded([&] { check_host_here(*s->in, name, arity, has_function); });
+}
+
 void define_host(Session* s, const std::string& name, int arity,
                  std::function<double(const std::vector<double>&)> f, std::vector<std::string> partials) {
   guarded([&] {
     Interp& in = *s->in;
     std::string where = "define_primitive " + name;
-    if (!is_symbol_name(name)) throw vlad::Error(where + ": not a valid name");
-    if (!f) throw vlad::Error(where + ": no function given");
-    if (arity < 1) throw vlad::Error(where + ": the arity must be at least 1");
+    check_host_here(in, name, arity, static_cast<bool>(f));
     if (!partials.empty() && (int)partials.size() != arity) throw vlad::Error(where + ": one partial per argument");
-    auto old = in.prim_by_name.find(intern(name));
-    if (old != in.prim_by_name.end() && old->second->cls != PrimClass::Host)
-      throw vlad::Error(where + ": cannot replace a builtin primitive");
     std::vector<std::string> rule_names;
     for (const std::string& d : partials) {
       auto p = in.prim_by_name.find(intern(d));
