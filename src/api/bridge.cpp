@@ -300,6 +300,7 @@ Root* read_global(Session* s, const std::string& name) {
 void write_global(Session* s, const std::string& name, const Root* v) {
   guarded([&] {
     if (!is_symbol_name(name)) throw vlad::Error("define: " + name + " is not a valid name");
+    if (is_syntax_keyword(intern(name))) throw vlad::Error(syntax_definition_message(intern(name)));
     Cell* c = s->in->cell(intern(name), false);
     c->value = value_of(v);
     s->in->user_cell_written(c);
@@ -323,6 +324,8 @@ namespace {
 void check_host_here(Interp& in, const std::string& name, int arity, bool has_function) {
   std::string where = "define_primitive " + name;
   if (!is_symbol_name(name)) throw vlad::Error(where + ": not a valid name");
+  if (is_syntax_keyword(intern(name)))
+    throw vlad::Error(where + ": " + name + " is syntax; it cannot be defined at top level");
   if (!has_function) throw vlad::Error(where + ": no function given");
   if (arity < 1) throw vlad::Error(where + ": the arity must be at least 1");
   auto old = in.prim_by_name.find(intern(name));
@@ -348,7 +351,7 @@ void define_host(Session* s, const std::string& name, int arity,
       if (p == in.prim_by_name.end()) throw vlad::Error(where + ": no primitive " + d);
       rule_names.push_back(p->second->cls == PrimClass::Host ? host_alias(d) : d);
     }
-    in.add_prim(make_host_prim(name, new Host{std::move(f), arity, std::move(partials)}, rule_names));
+    in.add_prim(make_host_prim(name, new Host{std::move(f), arity, std::move(partials), &in}, rule_names));
   });
 }
 
