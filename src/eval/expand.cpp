@@ -577,6 +577,7 @@ std::string syntax_definition_message(const char* name) {
 Lambda* new_lambda() {
   Lambda* l = static_cast<Lambda*>(gc_alloc(sizeof(Lambda)));
   new (l) Lambda();
+  l->owner = current;
   l->empty_closure = Value::unbound();
   return l;
 }

@@ -395,16 +395,42 @@ std::string rev_tuple(const std::string& op, int n, const std::string& sens) {
 }
 std::string fwd_binary(const std::string& op, const std::string& tan) { return fwd_tuple(op, 2, tan); }
 std::string rev_binary(const std::string& op, const std::string& sens) { return rev_tuple(op, 2, sens); }
-// The tangent (into *fwd) and the sensitivity tuple (returned) of a primitive with partials d.
-std::string partial_rules(const std::vector<std::string>& d, std::string* fwd) {
+// The tangent (into *fwd) and the sensitivity tuple (returned) of a binary primitive with
+// partials d1, d2 (expressions over x1, x2).
+std::string partial_rules(const std::string& d1, const std::string& d2, std::string* fwd) {
+  *fwd = "(+ (* " + d1 + " dx1) (* " + d2 + " dx2))";
+  return "(cons (* " + d1 + " y) (* " + d2 + " y))";
+}
+// The rules of a host primitive op of n >= 2 reals with partial primitives d[0..n-1], in text
+// linear in n: each partial takes the argument tuple p as it is (op's own argument), the
+// tangent's parts are taken apart one cdr at a time, and the sums and the sensitivity tuple are
+// built by one binding each. (fwd_tuple's (car (cdr (cdr ... p))) for each part and a call
+// (d x1 ... xn) for each partial were text of size n^2, built by prepending: n = 1000 took 4 s
+// to register and 2 s and a GB to analyse at its first use.) The tangent is the sum
+// d1 dx1 + (d2 dx2 + (... + dn dxn)), the sensitivity (d1 y . (d2 y . ... dn y)), as before.
+std::string host_var(const char* v, size_t i) { return std::string(v) + std::to_string(i); }
+std::string host_fwd_rule(const std::string& op, const std::vector<std::string>& d) {
   size_t n = d.size();
-  std::string tan = "(* " + d[n - 1] + " dx" + std::to_string(n) + ")", sens = "(* " + d[n - 1] + " y)";
-  for (size_t i = n - 1; i-- > 0;) {
-    tan = "(+ (* " + d[i] + " dx" + std::to_string(i + 1) + ") " + tan + ")";
-    sens = "(cons (* " + d[i] + " y) " + sens + ")";
+  std::string out = "(lambda (b) (let* ((p (primal b)) (t0 (unperturb (tangent b)))";
+  for (size_t i = 1; i <= n; i++) {  // dx_i, t_i: the i-th tangent part and the rest after it
+    if (i < n) out += " (" + host_var("dx", i) + " (car t" + std::to_string(i - 1) + ")) (" + host_var("t", i) +
+                      " (cdr t" + std::to_string(i - 1) + "))";
+    else out += " (" + host_var("dx", i) + " t" + std::to_string(i - 1) + ")";
   }
-  *fwd = tan;
-  return sens;
+  for (size_t i = 1; i <= n; i++) out += " (" + host_var("a", i) + " (* (" + d[i - 1] + " p) dx" + std::to_string(i) + "))";
+  out += " (s" + std::to_string(n) + " a" + std::to_string(n) + ")";
+  for (size_t i = n - 1; i >= 1; i--)
+    out += " (" + host_var("s", i) + " (+ a" + std::to_string(i) + " s" + std::to_string(i + 1) + "))";
+  return out + ") (bundle (" + op + " p) (perturb s1))))";
+}
+std::string host_rev_rule(const std::string& op, const std::vector<std::string>& d) {
+  size_t n = d.size();
+  std::string out = "(lambda (xr) (let ((p (*j-inverse xr))) (cons (*j (" + op + " p)) (lambda (y) (let* (";
+  for (size_t i = 1; i <= n; i++) out += " (" + host_var("c", i) + " (* (" + d[i - 1] + " p) y))";
+  out += " (r" + std::to_string(n) + " c" + std::to_string(n) + ")";
+  for (size_t i = n - 1; i >= 1; i--)
+    out += " (" + host_var("r", i) + " (cons c" + std::to_string(i) + " r" + std::to_string(i + 1) + "))";
+  return out + ") (cons '() r1))))))";
 }
 // Comparisons and type predicates: the result does not depend on the reals, so the sensitivity
 // is zero; they look through tags, so their forward version is themselves.
@@ -455,7 +481,7 @@ std::vector<Row> table() {
   };
   auto binary = [&](const char* n, Value (*f)(Prim*, Value, Value), const std::string& d1, const std::string& d2) {
     std::string tan;
-    std::string sens = partial_rules({d1, d2}, &tan);
+    std::string sens = partial_rules(d1, d2, &tan);
     t.push_back({n, 2, PrimClass::Arith, nullptr, f, fwd_binary(n, tan), rev_binary(n, sens)});
   };
   t.push_back({"+", 2, PrimClass::Arith, nullptr, p_add, fwd_binary("+", "(+ dx1 dx2)"), rev_binary("+", "(cons y y)")});
@@ -573,8 +599,10 @@ std::vector<Prim*, traceable_allocator<Prim*>> make_builtin_prims() {
 
 std::string host_alias(const std::string& name) { return "%host:" + name; }
 
-// The rules are the builtins' (fwd_unary ... rev_tuple) with calls of the partials' primitives as
-// the partial derivatives, so forward, reverse and nested AD of a host primitive work as for `sin`.
+// The rules are the builtins' (fwd_unary, rev_unary; for more arguments host_fwd_rule and
+// host_rev_rule, fwd_tuple's and rev_tuple's computation in text linear in the arity) with calls
+// of the partials' primitives as the partial derivatives, so forward, reverse and nested AD of a
+// host primitive work as for `sin`.
 // They name the primitive and its partials by their prelude aliases, which the expander leaves
 // late-bound: a partial registered again is what the rules call from then on.
 Prim* make_host_prim(const std::string& name, Host* host, const std::vector<std::string>& rule_names) {
@@ -586,12 +614,8 @@ Prim* make_host_prim(const std::string& name, Host* host, const std::vector<std:
       fwd = fwd_unary(op, d);
       rev = rev_unary(op, d);
     } else {
-      std::vector<std::string> d;
-      for (const std::string& partial : rule_names) d.push_back(tuple_call(partial, n));
-      std::string tan;
-      std::string sens = partial_rules(d, &tan);
-      fwd = fwd_tuple(op, n, tan);
-      rev = rev_tuple(op, n, sens);
+      fwd = host_fwd_rule(op, rule_names);
+      rev = host_rev_rule(op, rule_names);
     }
   }
   Prim* p = new_prim(name.c_str(), n == 2 ? 2 : 1, PrimClass::Host, n == 2 ? nullptr : p_host1,
