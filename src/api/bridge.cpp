@@ -73,10 +73,18 @@ ErrorInfo info_of(const vlad::Error& e) {
   return info;
 }
 
+// What the heap-limit error tells an embedder to use (heap_limit_knob, while the API works).
+struct HeapKnob {
+  const char* saved = heap_limit_knob;
+  HeapKnob() { heap_limit_knob = "Interpreter::set_heap_limit"; }
+  ~HeapKnob() { heap_limit_knob = saved; }
+};
+
 // Runs f on this (registered) thread; an interpreter error leaves as the host's vlad::Error.
 template <class F>
 auto guarded(F&& f) -> decltype(f()) {
   enter();
+  HeapKnob knob;
   try {
     return f();
   } catch (const vlad::Error& e) {
