@@ -128,9 +128,19 @@ bool is_symbol_name(const std::string& name) {
 }
 
 // Runs fn on a big stack with s's interpreter current; fn returns the value to root.
+// From inside a host function (an evaluation is current on this thread), an error is also kept
+// as nested_error, so that the host primitive passes it on as it is when the host's error leaves
+// the host function (call_host).
 Root* evaluate(Session* s, const std::function<vlad::Value()>& fn) {
   Root* out = nullptr;
-  run_on_big_stack(s->in, [&] { out = new_root(fn()); });
+  bool nested = current != nullptr;
+  if (nested) nested_error = NestedError();
+  try {
+    run_on_big_stack(s->in, [&] { out = new_root(fn()); });
+  } catch (const vlad::Error& e) {
+    if (nested) nested_error = NestedError{std::current_exception(), e.what()};
+    throw;
+  }
   return out;
 }
 
@@ -316,11 +326,15 @@ void write_global(Session* s, const std::string& name, const Root* v) {
 }
 
 Root* call(Session* s, const Root* f, const Root* arg) {
-  return guarded([&] { return evaluate(s, [&] { return apply(value_of(f), value_of(arg)); }); });
+  return guarded([&] {
+    check_owner(s, value_of(f), "call");
+    return evaluate(s, [&] { return apply(value_of(f), value_of(arg)); });
+  });
 }
 
 Root* call_library(Session* s, const char* op, const Root* f, const Root* arg) {
   return guarded([&] {
+    check_owner(s, value_of(f), op);
     return evaluate(s, [&] {
       vlad::Value library = s->in->prelude_cells.at(intern(op))->value;
       return apply(apply(library, value_of(f)), value_of(arg));

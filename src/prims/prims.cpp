@@ -310,10 +310,20 @@ Value p_error(Prim*, Value v) {
   throw Error(msg);
 }
 
+}  // namespace
+
+void host_prim_check(Prim* p) {
+  if (!p->host) throw Error(std::string(p->name) + ": its interpreter has been destroyed");
+  if (current && p->host->owner && p->host->owner != current)
+    throw Error(std::string(p->name) + ": a host primitive of another interpreter (a procedure may be used only by the interpreter that made it)");
+}
+
+namespace {
+
 // Host primitives: the reals of the argument go to the host's function; an exception it throws
 // becomes an Error naming the primitive, so it reaches the host as a vlad::Error with a trace.
 Value call_host(Prim* p, const std::vector<double>& xs) {
-  if (!p->host) throw Error(std::string(p->name) + ": its interpreter has been destroyed");
+  host_prim_check(p);
   try {
     return Value::real(p->host->f(xs));
   } catch (const std::exception& e) {

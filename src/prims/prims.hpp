@@ -58,7 +58,13 @@ struct Host {
   std::function<double(const std::vector<double>&)> f;
   int arity = 1;
   std::vector<std::string> partials;
+  // The interpreter it was registered in: its rules name the partials there, so neither calling
+  // it nor differentiating it means anything in another (host_prim_check).
+  Interp* owner = nullptr;
 };
+
+// Raises an Error unless host primitive p (p->host set) belongs to this thread's interpreter.
+void host_prim_check(Prim* p);
 
 // Whether a and b are strings of the same characters (equal? of strings: %string=?, and the
 // reverse transform's native comparison).
