@@ -65,11 +65,11 @@ ErrorInfo info_of(const vlad::Error& e) {
   info.located = e.located();
   info.report = e.report();
   info.omitted = e.trace_dropped;
-  for (const TraceEntry& t : e.trace)  // (a recursion's repeated calls, each: at most 20 in all)
-    for (long k = 0; k < t.repeats; k++) {
-      if (info.trace.size() < 20) info.trace.push_back({t.name, t.pos.file ? t.pos.file : "", t.pos.line, t.pos.col});
-      else info.omitted++;
-    }
+  for (const TraceEntry& t : e.trace) {  // (a recursion's repeated calls, each: at most 20 in all)
+    long shown = std::min<long>(t.repeats, 20 - (long)info.trace.size());
+    for (long k = 0; k < shown; k++) info.trace.push_back({t.name, t.pos.file ? t.pos.file : "", t.pos.line, t.pos.col});
+    info.omitted += t.repeats - shown;
+  }
   return info;
 }
 
@@ -142,6 +142,25 @@ Root* evaluate(Session* s, const std::function<vlad::Value()>& fn) {
     throw;
   }
   return out;
+}
+
+// Raises an error unless procedure f (if it is one) was made by s's interpreter: another's
+// closure runs code whose globals, primitives and transforms are that interpreter's (its
+// gradient here came out 0), and another's host primitive has that one's partials.
+void check_owner(Session* s, vlad::Value f, const std::string& what) {
+  Interp& in = *s->in;
+  const char* why = ": a procedure of another interpreter (a procedure may be used only by the interpreter that made it)";
+  if (is(f, Kind::Closure)) {
+    Interp* owner = static_cast<Closure*>(f.as_obj())->lambda->owner;
+    if (owner && owner != &in) throw vlad::Error(what + why);
+  } else if (is(f, Kind::Prim)) {
+    Prim* p = static_cast<Prim*>(f.as_obj());
+    if (p->cls == PrimClass::Host) {
+      if (p->host && p->host->owner != &in) throw vlad::Error(what + why);
+    } else if (p->id < 0 || (size_t)p->id >= in.prims.size() || in.prims[p->id] != p) {
+      throw vlad::Error(what + why);
+    }
+  }
 }
 
 }  // namespace
@@ -319,6 +338,7 @@ void write_global(Session* s, const std::string& name, const Root* v) {
   guarded([&] {
     if (!is_symbol_name(name)) throw vlad::Error("define: " + name + " is not a valid name");
     if (is_syntax_keyword(intern(name))) throw vlad::Error(syntax_definition_message(intern(name)));
+    check_owner(s, value_of(v), "define " + name);
     Cell* c = s->in->cell(intern(name), false);
     c->value = value_of(v);
     s->in->user_cell_written(c);

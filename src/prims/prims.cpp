@@ -312,6 +312,8 @@ Value p_error(Prim*, Value v) {
 
 }  // namespace
 
+thread_local NestedError nested_error;
+
 void host_prim_check(Prim* p) {
   if (!p->host) throw Error(std::string(p->name) + ": its interpreter has been destroyed");
   if (current && p->host->owner && p->host->owner != current)
@@ -324,9 +326,24 @@ namespace {
 // becomes an Error naming the primitive, so it reaches the host as a vlad::Error with a trace.
 Value call_host(Prim* p, const std::vector<double>& xs) {
   host_prim_check(p);
+  nested_error = NestedError();  // (one the host function caught and dealt with, earlier)
   try {
     return Value::real(p->host->f(xs));
   } catch (const std::exception& e) {
+    NestedError nested = std::move(nested_error);
+    nested_error = NestedError();
+    if (nested.error && nested.message == e.what()) {
+      // An error of an evaluation the host function started, on its way out: the same error
+      // goes on, its trace to be completed with the calls of this evaluation (this primitive's
+      // call among them) as if the inner evaluation's calls had been made from here.
+      try {
+        std::rethrow_exception(nested.error);
+      } catch (Error& inner) {
+        inner.traced = false;
+        inner.depth = eval_depth;
+        throw;
+      }
+    }
     throw Error(std::string(p->name) + ": " + e.what());
   } catch (...) {
     throw Error(std::string(p->name) + ": the host function threw a non-standard exception");
