@@ -429,35 +429,28 @@ std::string partial_rules(const std::string& d1, const std::string& d2, std::str
   return "(cons (* " + d1 + " y) (* " + d2 + " y))";
 }
 // The rules of a host primitive op of n >= 2 reals with partial primitives d[0..n-1], in text
-// linear in n: each partial takes the argument tuple p as it is (op's own argument), the
-// tangent's parts are taken apart one cdr at a time, and the sums and the sensitivity tuple are
-// built by one binding each. (fwd_tuple's (car (cdr (cdr ... p))) for each part and a call
-// (d x1 ... xn) for each partial were text of size n^2, built by prepending: n = 1000 took 4 s
-// to register and 2 s and a GB to analyse at its first use.) The tangent is the sum
-// d1 dx1 + (d2 dx2 + (... + dn dxn)), the sensitivity (d1 y . (d2 y . ... dn y)), as before.
-std::string host_var(const char* v, size_t i) { return std::string(v) + std::to_string(i); }
+// linear in n: each partial takes the argument tuple p as it is (op's own argument), and the
+// tangent's parts are taken apart by one pattern, (cons* dx1 dx2 ... dxn). (fwd_tuple's (car (cdr
+// (cdr ... p))) for each part and a call (d x1 ... xn) for each partial were text of size n^2,
+// built by prepending: n = 1000 took 4 s to register and 2 s and a GB to analyse at its first
+// use.) Every name is looked up in one of two or three scopes: a let* binding each part in a
+// scope of its own made a chain of n scopes, up which each partial's distinct name was looked
+// for, n^2 in all. The tangent is d1 dx1 + (d2 dx2 + (... + dn dxn)) and the sensitivity
+// (d1 y . (d2 y . ... dn y)), as before.
 std::string host_fwd_rule(const std::string& op, const std::vector<std::string>& d) {
   size_t n = d.size();
-  std::string out = "(lambda (b) (let* ((p (primal b)) (t0 (unperturb (tangent b)))";
-  for (size_t i = 1; i <= n; i++) {  // dx_i, t_i: the i-th tangent part and the rest after it
-    if (i < n) out += " (" + host_var("dx", i) + " (car t" + std::to_string(i - 1) + ")) (" + host_var("t", i) +
-                      " (cdr t" + std::to_string(i - 1) + "))";
-    else out += " (" + host_var("dx", i) + " t" + std::to_string(i - 1) + ")";
-  }
-  for (size_t i = 1; i <= n; i++) out += " (" + host_var("a", i) + " (* (" + d[i - 1] + " p) dx" + std::to_string(i) + "))";
-  out += " (s" + std::to_string(n) + " a" + std::to_string(n) + ")";
-  for (size_t i = n - 1; i >= 1; i--)
-    out += " (" + host_var("s", i) + " (+ a" + std::to_string(i) + " s" + std::to_string(i + 1) + "))";
-  return out + ") (bundle (" + op + " p) (perturb s1))))";
+  std::string parts = "(cons*", sum;
+  for (size_t i = 1; i <= n; i++) parts += " dx" + std::to_string(i);
+  parts += ")";
+  for (size_t i = 1; i < n; i++) sum += "(+ (* (" + d[i - 1] + " p) dx" + std::to_string(i) + ") ";
+  sum += "(* (" + d[n - 1] + " p) dx" + std::to_string(n) + ")" + std::string(n - 1, ')');
+  return "(lambda (b) (let ((p (primal b)) (t (unperturb (tangent b)))) (let ((" + parts + " t)) (bundle (" + op +
+         " p) (perturb " + sum + ")))))";
 }
 std::string host_rev_rule(const std::string& op, const std::vector<std::string>& d) {
-  size_t n = d.size();
-  std::string out = "(lambda (xr) (let ((p (*j-inverse xr))) (cons (*j (" + op + " p)) (lambda (y) (let* (";
-  for (size_t i = 1; i <= n; i++) out += " (" + host_var("c", i) + " (* (" + d[i - 1] + " p) y))";
-  out += " (r" + std::to_string(n) + " c" + std::to_string(n) + ")";
-  for (size_t i = n - 1; i >= 1; i--)
-    out += " (" + host_var("r", i) + " (cons c" + std::to_string(i) + " r" + std::to_string(i + 1) + "))";
-  return out + ") (cons '() r1))))))";
+  std::string sens;
+  for (const std::string& di : d) sens += " (* (" + di + " p) y)";
+  return "(lambda (xr) (let ((p (*j-inverse xr))) (cons (*j (" + op + " p)) (lambda (y) (cons* '()" + sens + ")))))";
 }
 // Comparisons and type predicates: the result does not depend on the reals, so the sensitivity
 // is zero; they look through tags, so their forward version is themselves.
