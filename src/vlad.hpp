@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -48,6 +49,11 @@ class Value {
   Value(T x) : Value(static_cast<double>(x)) {}
   // #t or #f (explicit, so that pointers do not silently become booleans).
   explicit Value(bool b);
+  // No Value from a pointer: a string literal or a char* would otherwise become #t (by the
+  // pointer-to-bool conversion), silently. A VLAD string is made with string_value.
+  template <class T>
+  Value(T*) = delete;
+  Value(std::nullptr_t) = delete;
   // A proper list of reals, e.g. {1.0, 2.0} is (1 2).
   Value(const std::vector<double>& xs);
   // Another reference to the same value (a new reference on the same root).
@@ -148,13 +154,21 @@ Value list_of(const std::vector<Value>& items);
 // The tuple of the given values: () for none, the value itself for one, (a . (b . c)) for three
 // (an improper chain, which is how VLAD passes several arguments: SPEC §2).
 Value tuple_of(const std::vector<Value>& items);
-// (list a b ...): each argument is a Value, a number, a bool or a std::vector<double>.
+}  // namespace embed
+namespace detail {
+// Whether every A makes a Value: a Value, a number, a bool or a std::vector<double> (not a
+// pointer, not a string: see Value(T*)).
 template <class... A>
+constexpr bool values_of = (std::is_constructible<embed::Value, const A&>::value && ...);
+}  // namespace detail
+inline namespace embed {
+// (list a b ...): each argument is a Value, a number, a bool or a std::vector<double>.
+template <class... A, std::enable_if_t<detail::values_of<A...>, int> = 0>
 Value list(const A&... a) {
   return list_of(std::vector<Value>{Value(a)...});
 }
-// (cons* a b ...), the tuple of the arguments (see tuple_of).
-template <class... A>
+// (cons* a b ...), the tuple of the arguments (see tuple_of); the same arguments as list.
+template <class... A, std::enable_if_t<detail::values_of<A...>, int> = 0>
 Value tuple(const A&... a) {
   return tuple_of(std::vector<Value>{Value(a)...});
 }
@@ -221,17 +235,17 @@ class Interpreter {
   // Applies the procedure f to one argument (SPEC §2: every procedure takes exactly one).
   Value call(const Value& f, const Value& arg);
   // Applies f to the tuple of several arguments: call(f, a, b) is (f a b). call(f) is (f).
-  template <class... A>
+  template <class... A, std::enable_if_t<detail::values_of<A...>, int> = 0>
   Value call(const Value& f, const A&... args) {
     return call(f, vlad::embed::tuple(args...));
   }
   // (tuple a b ...): the same as vlad::tuple, for symmetry with call.
-  template <class... A>
+  template <class... A, std::enable_if_t<detail::values_of<A...>, int> = 0>
   Value tuple(const A&... a) const {
     return vlad::embed::tuple(a...);
   }
   // (list a b ...): the same as vlad::list.
-  template <class... A>
+  template <class... A, std::enable_if_t<detail::values_of<A...>, int> = 0>
   Value list(const A&... a) const {
     return vlad::embed::list(a...);
   }
@@ -242,14 +256,20 @@ class Interpreter {
   // "NAME/d0/d1" ...), and NAME gets forward and reverse versions built from them exactly as a
   // builtin's, so it works under j*, *j and the AD library at any nesting depth — as long as the
   // partials needed at that depth have been given. An exception thrown by a function becomes an
-  // Error carrying its message. The name must be a plain symbol; it is defined in the user's and the
-  // prelude's namespaces, replacing any earlier definition.
+  // Error "NAME: <its message>" (an Error out of an evaluation the function started passes through
+  // as it is). The name must be a plain symbol, not syntax nor a builtin primitive's; it is defined
+  // in the user's namespace, replacing any earlier definition there (the library keeps its own
+  // definitions; the rules refer to the primitive and its partials by aliases). Everything is
+  // checked before anything is registered: a call that throws changes nothing.
   void define_primitive(const std::string& name, int arity, const HostFunction& fn);
 
   // ((gradient f) x) for f : R -> R.
   double gradient(const Value& f, double x);
   // ((gradient f) x) for f : R^n -> R with x a list of reals.
   std::vector<double> gradient(const Value& f, const std::vector<double>& x);
+  // The same for a braced list, so that gradient(f, {3.0}) is the gradient at the list (3), not
+  // the scalar overload's at 3.
+  std::vector<double> gradient(const Value& f, std::initializer_list<double> x);
   // ((derivative f) x) (forward mode) for f : R -> anything; the result has the shape of f's value.
   Value derivative(const Value& f, double x);
   // ((hessian-vector-product f) x v): H(x)·v for f : R^n -> R (forward over reverse).

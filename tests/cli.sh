@@ -716,7 +716,7 @@ done
 # with an error (not a crash, not an OOM kill); the REPL carries on after it.
 printf '(define (f x) (let loop ((k 0) (acc x)) (if (= k 1000000) acc (loop (+ k 1) (sin acc)))))\n((gradient f) 0.5)\n' >heap.vlad
 run 120 "$V" --heap-limit 64M heap.vlad
-if [ $RC -eq 1 ] && printf '%s' "$ERR" | head -1 | grep -q 'heap.vlad:[0-9]*:[0-9]*: error: heap limit exceeded (64 MiB)'; then ok "--heap-limit: past it, a located error 'heap limit exceeded' and exit 1"
+if [ $RC -eq 1 ] && printf '%s' "$ERR" | head -1 | grep -q 'heap.vlad:[0-9]*:[0-9]*: error: heap limit exceeded (64 MiB); raise it with --heap-limit'; then ok "--heap-limit: past it, a located error 'heap limit exceeded' (naming --heap-limit) and exit 1"
 else notok "--heap-limit: past it, a located error and exit 1" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 printf '(define (f x) (let loop ((k 0) (acc x)) (if (= k 1000000) acc (loop (+ k 1) (sin acc)))))\n((gradient f) 0.5)\n(+ 1 2)\n' >heap.in
 IN_FILE=heap.in run 120 "$V" --heap-limit 64M

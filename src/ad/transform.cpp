@@ -1438,6 +1438,7 @@ Lambda* zero_backpropagator_lambda() {
     Lambda* z = static_cast<Lambda*>(gc_alloc_uncollectable(sizeof(Lambda)));
     new (z) Lambda();
     z->empty_closure = Value::unbound();
+    z->owner = &in;
     z->name = intern("backpropagator");
     z->param = new_var("ybar");
     z->body = new_body();

@@ -99,17 +99,35 @@ Value Interpreter::call(const Value& f, const Value& arg) {
   return Value::adopt(detail::call(impl_, f.root(), arg.root()));
 }
 
-// Partials first, depth first, so that each primitive's rules find the primitives they call.
-void Interpreter::define_primitive(const std::string& name, int arity, const HostFunction& fn) {
+namespace {
+
+// Everything define_primitive registers is checked first (the primitive and, recursively, its
+// partials), so that a call that throws has registered nothing: a partial NAME/d0 registered
+// before an error further on would have changed an existing primitive's derivative.
+void check_host_tree(detail::Session* s, const std::string& name, int arity, const HostFunction& fn) {
   if (!fn.partials.empty() && (int)fn.partials.size() != arity)
     detail::fail("define_primitive " + name + ": expected " + std::to_string(arity) + " partial derivatives, got " +
                  std::to_string(fn.partials.size()));
+  detail::check_host(s, name, arity, static_cast<bool>(fn.f));
+  for (size_t i = 0; i < fn.partials.size(); i++)
+    check_host_tree(s, name + "/d" + std::to_string(i), arity, fn.partials[i]);
+}
+
+// Partials first, depth first, so that each primitive's rules find the primitives they call.
+void define_host_tree(detail::Session* s, const std::string& name, int arity, const HostFunction& fn) {
   std::vector<std::string> names;
   for (size_t i = 0; i < fn.partials.size(); i++) {
     names.push_back(name + "/d" + std::to_string(i));
-    define_primitive(names.back(), arity, fn.partials[i]);
+    define_host_tree(s, names.back(), arity, fn.partials[i]);
   }
-  detail::define_host(impl_, name, arity, fn.f, names);
+  detail::define_host(s, name, arity, fn.f, std::move(names));
+}
+
+}  // namespace
+
+void Interpreter::define_primitive(const std::string& name, int arity, const HostFunction& fn) {
+  check_host_tree(impl_, name, arity, fn);
+  define_host_tree(impl_, name, arity, fn);
 }
 
 double Interpreter::gradient(const Value& f, double x) {
@@ -117,6 +135,9 @@ double Interpreter::gradient(const Value& f, double x) {
 }
 std::vector<double> Interpreter::gradient(const Value& f, const std::vector<double>& x) {
   return to_vector(Value::adopt(detail::call_library(impl_, "gradient", f.root(), Value(x).root())));
+}
+std::vector<double> Interpreter::gradient(const Value& f, std::initializer_list<double> x) {
+  return gradient(f, std::vector<double>(x));
 }
 Value Interpreter::derivative(const Value& f, double x) {
   return Value::adopt(detail::call_library(impl_, "derivative", f.root(), Value(x).root()));

@@ -65,18 +65,26 @@ ErrorInfo info_of(const vlad::Error& e) {
   info.located = e.located();
   info.report = e.report();
   info.omitted = e.trace_dropped;
-  for (const TraceEntry& t : e.trace)  // (a recursion's repeated calls, each: at most 20 in all)
-    for (long k = 0; k < t.repeats; k++) {
-      if (info.trace.size() < 20) info.trace.push_back({t.name, t.pos.file ? t.pos.file : "", t.pos.line, t.pos.col});
-      else info.omitted++;
-    }
+  for (const TraceEntry& t : e.trace) {  // (a recursion's repeated calls, each: at most 20 in all)
+    long shown = std::min<long>(t.repeats, 20 - (long)info.trace.size());
+    for (long k = 0; k < shown; k++) info.trace.push_back({t.name, t.pos.file ? t.pos.file : "", t.pos.line, t.pos.col});
+    info.omitted += t.repeats - shown;
+  }
   return info;
 }
+
+// What the heap-limit error tells an embedder to use (heap_limit_knob, while the API works).
+struct HeapKnob {
+  const char* saved = heap_limit_knob;
+  HeapKnob() { heap_limit_knob = "Interpreter::set_heap_limit"; }
+  ~HeapKnob() { heap_limit_knob = saved; }
+};
 
 // Runs f on this (registered) thread; an interpreter error leaves as the host's vlad::Error.
 template <class F>
 auto guarded(F&& f) -> decltype(f()) {
   enter();
+  HeapKnob knob;
   try {
     return f();
   } catch (const vlad::Error& e) {
@@ -120,10 +128,39 @@ bool is_symbol_name(const std::string& name) {
 }
 
 // Runs fn on a big stack with s's interpreter current; fn returns the value to root.
+// From inside a host function (an evaluation is current on this thread), an error is also kept
+// as nested_error, so that the host primitive passes it on as it is when the host's error leaves
+// the host function (call_host).
 Root* evaluate(Session* s, const std::function<vlad::Value()>& fn) {
   Root* out = nullptr;
-  run_on_big_stack(s->in, [&] { out = new_root(fn()); });
+  bool nested = current != nullptr;
+  if (nested) nested_error = NestedError();
+  try {
+    run_on_big_stack(s->in, [&] { out = new_root(fn()); });
+  } catch (const vlad::Error& e) {
+    if (nested) nested_error = NestedError{std::current_exception(), e.what()};
+    throw;
+  }
   return out;
+}
+
+// Raises an error unless procedure f (if it is one) was made by s's interpreter: another's
+// closure runs code whose globals, primitives and transforms are that interpreter's (its
+// gradient here came out 0), and another's host primitive has that one's partials.
+void check_owner(Session* s, vlad::Value f, const std::string& what) {
+  Interp& in = *s->in;
+  const char* why = ": a procedure of another interpreter (a procedure may be used only by the interpreter that made it)";
+  if (is(f, Kind::Closure)) {
+    Interp* owner = static_cast<Closure*>(f.as_obj())->lambda->owner;
+    if (owner && owner != &in) throw vlad::Error(what + why);
+  } else if (is(f, Kind::Prim)) {
+    Prim* p = static_cast<Prim*>(f.as_obj());
+    if (p->cls == PrimClass::Host) {
+      if (p->host && p->host->owner != &in) throw vlad::Error(what + why);
+    } else if (p->id < 0 || (size_t)p->id >= in.prims.size() || in.prims[p->id] != p) {
+      throw vlad::Error(what + why);
+    }
+  }
 }
 
 }  // namespace
@@ -300,6 +337,8 @@ Root* read_global(Session* s, const std::string& name) {
 void write_global(Session* s, const std::string& name, const Root* v) {
   guarded([&] {
     if (!is_symbol_name(name)) throw vlad::Error("define: " + name + " is not a valid name");
+    if (is_syntax_keyword(intern(name))) throw vlad::Error(syntax_definition_message(intern(name)));
+    check_owner(s, value_of(v), "define " + name);
     Cell* c = s->in->cell(intern(name), false);
     c->value = value_of(v);
     s->in->user_cell_written(c);
@@ -307,11 +346,15 @@ void write_global(Session* s, const std::string& name, const Root* v) {
 }
 
 Root* call(Session* s, const Root* f, const Root* arg) {
-  return guarded([&] { return evaluate(s, [&] { return apply(value_of(f), value_of(arg)); }); });
+  return guarded([&] {
+    check_owner(s, value_of(f), "call");
+    return evaluate(s, [&] { return apply(value_of(f), value_of(arg)); });
+  });
 }
 
 Root* call_library(Session* s, const char* op, const Root* f, const Root* arg) {
   return guarded([&] {
+    check_owner(s, value_of(f), op);
     return evaluate(s, [&] {
       vlad::Value library = s->in->prelude_cells.at(intern(op))->value;
       return apply(apply(library, value_of(f)), value_of(arg));
@@ -319,25 +362,38 @@ Root* call_library(Session* s, const char* op, const Root* f, const Root* arg) {
   });
 }
 
+namespace {
+void check_host_here(Interp& in, const std::string& name, int arity, bool has_function) {
+  std::string where = "define_primitive " + name;
+  if (!is_symbol_name(name)) throw vlad::Error(where + ": not a valid name");
+  if (is_syntax_keyword(intern(name)))
+    throw vlad::Error(where + ": " + name + " is syntax; it cannot be defined at top level");
+  if (!has_function) throw vlad::Error(where + ": no function given");
+  if (arity < 1) throw vlad::Error(where + ": the arity must be at least 1");
+  auto old = in.prim_by_name.find(intern(name));
+  if (old != in.prim_by_name.end() && old->second->cls != PrimClass::Host)
+    throw vlad::Error(where + ": cannot replace a builtin primitive");
+}
+}  // namespace
+
+void check_host(Session* s, const std::string& name, int arity, bool has_function) {
+  guarded([&] { check_host_here(*s->in, name, arity, has_function); });
+}
+
 void define_host(Session* s, const std::string& name, int arity,
                  std::function<double(const std::vector<double>&)> f, std::vector<std::string> partials) {
   guarded([&] {
     Interp& in = *s->in;
     std::string where = "define_primitive " + name;
-    if (!is_symbol_name(name)) throw vlad::Error(where + ": not a valid name");
-    if (!f) throw vlad::Error(where + ": no function given");
-    if (arity < 1) throw vlad::Error(where + ": the arity must be at least 1");
+    check_host_here(in, name, arity, static_cast<bool>(f));
     if (!partials.empty() && (int)partials.size() != arity) throw vlad::Error(where + ": one partial per argument");
-    auto old = in.prim_by_name.find(intern(name));
-    if (old != in.prim_by_name.end() && old->second->cls != PrimClass::Host)
-      throw vlad::Error(where + ": cannot replace a builtin primitive");
     std::vector<std::string> rule_names;
     for (const std::string& d : partials) {
       auto p = in.prim_by_name.find(intern(d));
       if (p == in.prim_by_name.end()) throw vlad::Error(where + ": no primitive " + d);
       rule_names.push_back(p->second->cls == PrimClass::Host ? host_alias(d) : d);
     }
-    in.add_prim(make_host_prim(name, new Host{std::move(f), arity, std::move(partials)}, rule_names));
+    in.add_prim(make_host_prim(name, new Host{std::move(f), arity, std::move(partials), &in}, rule_names));
   });
 }
 

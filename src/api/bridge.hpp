@@ -72,6 +72,9 @@ void write_global(Session* s, const std::string& name, const Root* v);
 Root* call(Session* s, const Root* f, const Root* arg);
 // ((OP f) arg) with OP taken from the prelude's namespace, so user redefinitions do not affect it.
 Root* call_library(Session* s, const char* op, const Root* f, const Root* arg);
+// Raises the error define_host would for this name, arity and function (given or not), if any:
+// an invalid name, syntax, a builtin primitive's name, no function, an arity below 1.
+void check_host(Session* s, const std::string& name, int arity, bool has_function);
 // Registers a host primitive whose partials (if any) are already registered under `partials`.
 void define_host(Session* s, const std::string& name, int arity,
                  std::function<double(const std::vector<double>&)> f, std::vector<std::string> partials);

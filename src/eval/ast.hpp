@@ -8,6 +8,7 @@ namespace vlad {
 
 struct Lambda;
 struct Code;
+struct Interp;
 
 // An alpha-converted variable. Each Var object is bound exactly once: as the parameter of one
 // lambda or by one binding in that lambda's body (its owner). 32 bytes: transformed code makes
@@ -208,6 +209,9 @@ struct Lambda {
   // The zero of empty_closure when this lambda has constants (a lazy zero, over them), made when
   // first needed: bp_list_ref gives list-ref's a call.
   Value empty_zero = Value::unbound();
+  // The interpreter that made this lambda (the current one then; null if none was), so that the
+  // embedding API can refuse a procedure of one interpreter passed to another.
+  Interp* owner = nullptr;
 };
 
 // Sens's path into b (Binding::index): its length in the low 5 bits, then one bit a step from b

@@ -1441,6 +1441,9 @@ void attach_trace(Error& e, long base) {
       if (call_records[k].pos.file && !internal(call_records[k].pos)) e.pos = call_records[k].pos;
     if (!e.pos.file) e.pos = fallback.file ? fallback : call_records[d].pos;
   }
+  // (an inner evaluation's error, passed on by a host primitive (call_host) to be traced on
+  // here, whose trace is full already: trace_dropped counted every call below it then)
+  if (e.trace_dropped) return;
   for (long k = d; k > base; k--) {
     const CallRecord& r = call_records[k];
     if (!r.pos.file) continue;  // the top-level form itself

@@ -562,9 +562,22 @@ Var* new_var(const char* name) {
   return v;
 }
 
+bool is_syntax_keyword(const char* name) {
+  const S& k = syms();
+  for (const char* kw : {k.quote, k.lambda, k.define, k.let, k.letstar, k.letrec, k.if_, k.cond, k.else_, k.and_,
+                         k.or_, k.begin, k.cons, k.consstar, k.list, k.include})
+    if (name == kw) return true;
+  return false;
+}
+
+std::string syntax_definition_message(const char* name) {
+  return std::string("define: ") + name + " is syntax; it cannot be defined at top level";
+}
+
 Lambda* new_lambda() {
   Lambda* l = static_cast<Lambda*>(gc_alloc(sizeof(Lambda)));
   new (l) Lambda();
+  l->owner = current;
   l->empty_closure = Value::unbound();
   return l;
 }
@@ -621,12 +634,8 @@ gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const st
     // A keyword's calls stay the form's (cons, list, if, ...): defined, the name would be bound
     // and never called (only a local binding shadows a keyword).
     const Sx* name = target->type == Sx::Sym ? target : target->type == Sx::Pair ? target->car : nullptr;
-    if (name && name->type == Sx::Sym) {
-      for (const char* kw : {k.quote, k.lambda, k.define, k.let, k.letstar, k.letrec, k.if_, k.cond, k.else_, k.and_,
-                             k.or_, k.begin, k.cons, k.consstar, k.list, k.include})
-        if (name->text == kw)
-          syntax_error(std::string("define: ") + kw + " is syntax; it cannot be defined at top level", form);
-    }
+    if (name && name->type == Sx::Sym && is_syntax_keyword(name->text))
+      syntax_error(syntax_definition_message(name->text), form);
     if (target->type == Sx::Sym) {
       if (args.size() != 2) syntax_error("define: expected (define name expression)", form);
       t.cell = in.cell(target->text, prelude);

@@ -416,6 +416,7 @@ Value eval_rule(Prim* p, const char* src, char kind) {
 }  // namespace
 
 Value prim_forward(Prim* p) {
+  if (p->cls == PrimClass::Host) host_prim_check(p);  // (destroyed, or another interpreter's)
   if (!p->fwd.is_unbound()) return p->fwd;
   if (!p->fwd_rule) {
     if (p->cls == PrimClass::Host)
@@ -426,6 +427,7 @@ Value prim_forward(Prim* p) {
 }
 
 Value prim_reverse(Prim* p) {
+  if (p->cls == PrimClass::Host) host_prim_check(p);  // (destroyed, or another interpreter's)
   if (!p->rev.is_unbound()) return p->rev;
   if (!p->rev_rule) {
     if (p->cls == PrimClass::Host)

@@ -97,6 +97,11 @@ struct TopLevel {
 // Expands one top-level form (includes are spliced by the caller). `prelude` selects the
 // prelude's namespace.
 gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const std::string& dir);
+// Whether an interned name is a keyword of the syntax (if, let, quote, cons, ...), which a
+// top-level definition may not define: its calls would stay the syntax's.
+bool is_syntax_keyword(const char* name);
+// The error of defining one: "define: NAME is syntax; it cannot be defined at top level".
+std::string syntax_definition_message(const char* name);
 
 // ---- evaluation (eval.cpp) ----
 Value apply(Value f, Value arg, Pos call_pos = Pos());

@@ -29,6 +29,7 @@ struct ThreadJob {
   Interp* in;
   const std::function<void()>* fn;
   std::exception_ptr error;
+  const char* heap_knob;  // the poster's heap_limit_knob, for the evaluation's heap-limit error
 };
 
 // How many evaluations are running on this thread: more than one when a host function that an
@@ -44,6 +45,7 @@ void run_job(ThreadJob* job) {
   EvaluationHere here;
   collect_after_heap_limit();  // (an earlier evaluation's garbage, if it stopped at the limit)
   current = job->in;
+  heap_limit_knob = job->heap_knob;
   work = WorkCounters();
   eval_depth = 0;
   forget_retained_note();
@@ -64,6 +66,7 @@ void run_job(ThreadJob* job) {
   release_free_lists();
   if (job->in) job->in->work_total.add(work);
   current = nullptr;
+  heap_limit_knob = kHeapLimitOption;
   jit_evaluation_ends();
 }
 
@@ -274,7 +277,7 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn) {
     run_here(in, fn, true);
     return;
   }
-  ThreadJob job{in, &fn, nullptr};
+  ThreadJob job{in, &fn, nullptr, heap_limit_knob};
   Worker* w = idle_worker.exchange(nullptr);
   if (!w) w = start_worker();
   if (w) {

@@ -310,13 +310,40 @@ Value p_error(Prim*, Value v) {
   throw Error(msg);
 }
 
+}  // namespace
+
+thread_local NestedError nested_error;
+
+void host_prim_check(Prim* p) {
+  if (!p->host) throw Error(std::string(p->name) + ": its interpreter has been destroyed");
+  if (current && p->host->owner && p->host->owner != current)
+    throw Error(std::string(p->name) + ": a host primitive of another interpreter (a procedure may be used only by the interpreter that made it)");
+}
+
+namespace {
+
 // Host primitives: the reals of the argument go to the host's function; an exception it throws
 // becomes an Error naming the primitive, so it reaches the host as a vlad::Error with a trace.
 Value call_host(Prim* p, const std::vector<double>& xs) {
-  if (!p->host) throw Error(std::string(p->name) + ": its interpreter has been destroyed");
+  host_prim_check(p);
+  nested_error = NestedError();  // (one the host function caught and dealt with, earlier)
   try {
     return Value::real(p->host->f(xs));
   } catch (const std::exception& e) {
+    NestedError nested = std::move(nested_error);
+    nested_error = NestedError();
+    if (nested.error && nested.message == e.what()) {
+      // An error of an evaluation the host function started, on its way out: the same error
+      // goes on, its trace to be completed with the calls of this evaluation (this primitive's
+      // call among them) as if the inner evaluation's calls had been made from here.
+      try {
+        std::rethrow_exception(nested.error);
+      } catch (Error& inner) {
+        inner.traced = false;
+        inner.depth = eval_depth;
+        throw;
+      }
+    }
     throw Error(std::string(p->name) + ": " + e.what());
   } catch (...) {
     throw Error(std::string(p->name) + ": the host function threw a non-standard exception");
@@ -395,16 +422,35 @@ std::string rev_tuple(const std::string& op, int n, const std::string& sens) {
 }
 std::string fwd_binary(const std::string& op, const std::string& tan) { return fwd_tuple(op, 2, tan); }
 std::string rev_binary(const std::string& op, const std::string& sens) { return rev_tuple(op, 2, sens); }
-// The tangent (into *fwd) and the sensitivity tuple (returned) of a primitive with partials d.
-std::string partial_rules(const std::vector<std::string>& d, std::string* fwd) {
+// The tangent (into *fwd) and the sensitivity tuple (returned) of a binary primitive with
+// partials d1, d2 (expressions over x1, x2).
+std::string partial_rules(const std::string& d1, const std::string& d2, std::string* fwd) {
+  *fwd = "(+ (* " + d1 + " dx1) (* " + d2 + " dx2))";
+  return "(cons (* " + d1 + " y) (* " + d2 + " y))";
+}
+// The rules of a host primitive op of n >= 2 reals with partial primitives d[0..n-1], in text
+// linear in n: each partial takes the argument tuple p as it is (op's own argument), and the
+// tangent's parts are taken apart by one pattern, (cons* dx1 dx2 ... dxn). (fwd_tuple's (car (cdr
+// (cdr ... p))) for each part and a call (d x1 ... xn) for each partial were text of size n^2,
+// built by prepending: n = 1000 took 4 s to register and 2 s and a GB to analyse at its first
+// use.) Every name is looked up in one of two or three scopes: a let* binding each part in a
+// scope of its own made a chain of n scopes, up which each partial's distinct name was looked
+// for, n^2 in all. The tangent is d1 dx1 + (d2 dx2 + (... + dn dxn)) and the sensitivity
+// (d1 y . (d2 y . ... dn y)), as before.
+std::string host_fwd_rule(const std::string& op, const std::vector<std::string>& d) {
   size_t n = d.size();
-  std::string tan = "(* " + d[n - 1] + " dx" + std::to_string(n) + ")", sens = "(* " + d[n - 1] + " y)";
-  for (size_t i = n - 1; i-- > 0;) {
-    tan = "(+ (* " + d[i] + " dx" + std::to_string(i + 1) + ") " + tan + ")";
-    sens = "(cons (* " + d[i] + " y) " + sens + ")";
-  }
-  *fwd = tan;
-  return sens;
+  std::string parts = "(cons*", sum;
+  for (size_t i = 1; i <= n; i++) parts += " dx" + std::to_string(i);
+  parts += ")";
+  for (size_t i = 1; i < n; i++) sum += "(+ (* (" + d[i - 1] + " p) dx" + std::to_string(i) + ") ";
+  sum += "(* (" + d[n - 1] + " p) dx" + std::to_string(n) + ")" + std::string(n - 1, ')');
+  return "(lambda (b) (let ((p (primal b)) (t (unperturb (tangent b)))) (let ((" + parts + " t)) (bundle (" + op +
+         " p) (perturb " + sum + ")))))";
+}
+std::string host_rev_rule(const std::string& op, const std::vector<std::string>& d) {
+  std::string sens;
+  for (const std::string& di : d) sens += " (* (" + di + " p) y)";
+  return "(lambda (xr) (let ((p (*j-inverse xr))) (cons (*j (" + op + " p)) (lambda (y) (cons* '()" + sens + ")))))";
 }
 // Comparisons and type predicates: the result does not depend on the reals, so the sensitivity
 // is zero; they look through tags, so their forward version is themselves.
@@ -455,7 +501,7 @@ std::vector<Row> table() {
   };
   auto binary = [&](const char* n, Value (*f)(Prim*, Value, Value), const std::string& d1, const std::string& d2) {
     std::string tan;
-    std::string sens = partial_rules({d1, d2}, &tan);
+    std::string sens = partial_rules(d1, d2, &tan);
     t.push_back({n, 2, PrimClass::Arith, nullptr, f, fwd_binary(n, tan), rev_binary(n, sens)});
   };
   t.push_back({"+", 2, PrimClass::Arith, nullptr, p_add, fwd_binary("+", "(+ dx1 dx2)"), rev_binary("+", "(cons y y)")});
@@ -575,8 +621,10 @@ std::vector<Prim*, traceable_allocator<Prim*>> make_builtin_prims() {
 
 std::string host_alias(const std::string& name) { return "%host:" + name; }
 
-// The rules are the builtins' (fwd_unary ... rev_tuple) with calls of the partials' primitives as
-// the partial derivatives, so forward, reverse and nested AD of a host primitive work as for `sin`.
+// The rules are the builtins' (fwd_unary, rev_unary; for more arguments host_fwd_rule and
+// host_rev_rule, fwd_tuple's and rev_tuple's computation in text linear in the arity) with calls
+// of the partials' primitives as the partial derivatives, so forward, reverse and nested AD of a
+// host primitive work as for `sin`.
 // They name the primitive and its partials by their prelude aliases, which the expander leaves
 // late-bound: a partial registered again is what the rules call from then on.
 Prim* make_host_prim(const std::string& name, Host* host, const std::vector<std::string>& rule_names) {
@@ -588,12 +636,8 @@ Prim* make_host_prim(const std::string& name, Host* host, const std::vector<std:
       fwd = fwd_unary(op, d);
       rev = rev_unary(op, d);
     } else {
-      std::vector<std::string> d;
-      for (const std::string& partial : rule_names) d.push_back(tuple_call(partial, n));
-      std::string tan;
-      std::string sens = partial_rules(d, &tan);
-      fwd = fwd_tuple(op, n, tan);
-      rev = rev_tuple(op, n, sens);
+      fwd = host_fwd_rule(op, rule_names);
+      rev = host_rev_rule(op, rule_names);
     }
   }
   Prim* p = new_prim(name.c_str(), n == 2 ? 2 : 1, PrimClass::Host, n == 2 ? nullptr : p_host1,

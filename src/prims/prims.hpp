@@ -2,6 +2,7 @@
 // source of its forward and reverse versions (its derivative rules), from which AD builds them.
 #pragma once
 #include <atomic>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -58,7 +59,24 @@ struct Host {
   std::function<double(const std::vector<double>&)> f;
   int arity = 1;
   std::vector<std::string> partials;
+  // The interpreter it was registered in: its rules name the partials there, so neither calling
+  // it nor differentiating it means anything in another (host_prim_check).
+  Interp* owner = nullptr;
 };
+
+// Raises an Error unless host primitive p (p->host set) belongs to this thread's interpreter.
+void host_prim_check(Prim* p);
+
+// An error that left an evaluation a host function had started (host -> VLAD -> host ...): the
+// embedding API keeps it here, on this thread, before it reaches the host as the API's own
+// error, so that when that error leaves the host function the primitive rethrows the original
+// as it is (call_host) rather than one "NAME: <message>" per level of host calls, each copying
+// the whole message (an error deep in such a recursion took quadratic time to come back).
+struct NestedError {
+  std::exception_ptr error;  // the interpreter's Error, or null
+  std::string message;       // its what(), which the API's error carries
+};
+extern thread_local NestedError nested_error;
 
 // Whether a and b are strings of the same characters (equal? of strings: %string=?, and the
 // reverse transform's native comparison).

@@ -37,6 +37,11 @@ std::string pos_string(Pos p);
 // collect_after_heap_limit() before evaluating anything more: it collects the failed evaluation's
 // garbage (once it is unreachable) when the limit was reached.
 Error heap_limit_error();
+// How the user of this thread's evaluation raises the heap limit, which heap_limit_error names:
+// the program's option (kHeapLimitOption, the default) or, for an evaluation the embedding API
+// started, its setter. Carried over to the thread that runs an evaluation (run_on_big_stack).
+extern const char* const kHeapLimitOption;
+extern __thread const char* heap_limit_knob;
 Error memory_error();
 void collect_after_heap_limit();
 

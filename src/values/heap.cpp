@@ -59,9 +59,12 @@ namespace {
 std::atomic<bool> heap_was_exhausted{false};
 }  // namespace
 
+const char* const kHeapLimitOption = "--heap-limit";
+__thread const char* heap_limit_knob = kHeapLimitOption;
+
 Error heap_limit_error() {
   heap_was_exhausted.store(true, std::memory_order_relaxed);
-  return Error("heap limit exceeded (" + size_text(heap_limit_bytes) + "); raise it with --heap-limit");
+  return Error("heap limit exceeded (" + size_text(heap_limit_bytes) + "); raise it with " + heap_limit_knob);
 }
 
 [[noreturn]] void heap_exhausted() { throw heap_limit_error(); }
