@@ -261,3 +261,13 @@ bounded "forward over reverse: a projection of a 4000-list, objects a step" \
 # hessian-vector-product of a function of an n-list (tests/cost/hvp.vlad): at most 60 objects an
 # element, from n = 1,000 to 4,000 (47 here; 45,000 at n = 4,000 when it was O(n^2)).
 bounded "hessian-vector-product of an n-list: objects an element" "$(marginal hvp.vlad 1000 4000 3000)" 60
+# gradient-F of a function whose value is a procedure, that procedure called n times
+# (tests/cost/gradf-result.vlad): at most 3 times the primal's operations at n = 1,000 (2.0 here;
+# 1,127 when each call ran f again).
+gr() { echo "1000 $1" | timeout 300 "$V" --meter tests/cost/gradf-result.vlad 2>&1 >/dev/null | awk '/^total primitive operations:/ { print $NF }'; }
+g0=$(gr 0); g1=$(gr 1)
+if [ -n "$g0" ] && [ -n "$g1" ] && [ "$g1" -le $((3 * g0)) ]; then
+  echo "ok - gradient-F of a procedure-valued function does not run it again at each call: $g1 operations against $g0"
+else
+  echo "not ok - gradient-F of a procedure-valued function does not run it again at each call: ${g1:-error} operations against ${g0:-error}"
+fi
