@@ -1026,14 +1026,13 @@ Value fwd_ad(Closure* c, Value v) {
   Value r;
   if (ad_op(p) == A_PLUS && is_pair(v) && inert_sum(car(v), cdr(v), &r)) return r;
   if ((ad_op(p) == A_ZERO || ad_op(p) == A_RZERO) && inert_atom(v)) return v;
-  // The zero of a structure of forward values is that structure's zero, whose bundles are the
-  // bundles of their parts' zeros: deferred as any zero is (taken apart into primal and tangent
-  // and bundled again, it was two walks of the whole structure: O(n) for each (zero xs) of an
-  // n-list inside a forward derivative, and for each projection of a list in a reverse pass
-  // inside one, whose backpropagator takes the zero of the rest)
-  // So is the zero of (*j-inverse v) (%rzero, a backpropagator's zero of the rest of a list it
-  // projected: forward over reverse took each projection O(n)), and a sum with a zero (such a
-  // zero added to a sensitivity) or of two structures, whose bundles add part by part.
+  // On a structure of forward values, zero, %rzero and plus act on it directly: its zero is the
+  // structure's lazy zero (a bundle's, the bundle of its parts' zeros; %rzero's strips through a
+  // bundle or a forward closure where it reaches one: tags.cpp forward_rzero), and two such add
+  // part by part (bundles by their parts), a lazy zero in O(1). Taken apart into primal and
+  // tangent and bundled again, each was four walks of the whole structure: O(n) for each
+  // (zero xs) of an n-list in a forward derivative, and for each projection of a list in a
+  // reverse pass inside one, whose backpropagator adds %rzero of the rest to a sensitivity.
   if (is_pair(v) || is_data_view(v)) {
     switch (ad_op(p)) {
       case A_ZERO: return zero_of(v);
