@@ -258,6 +258,12 @@ done
 # at most 50 objects a step (32 here; 72,000 when each was O(n)).
 bounded "forward over reverse: a projection of a 4000-list, objects a step" \
   "$(marginal fr-project.vlad "4000 100 1" "4000 200 1" 100)" 50
+# The same two and three forward levels deep (tests/cost/ffr-project.vlad, a 4,000-list): at most
+# 200 and 1,000 objects a step (117 and 573 here; 184,000 and 409,000 when each was O(n)).
+bounded "forward over forward over reverse: a projection of a 4000-list, objects a step" \
+  "$(marginal ffr-project.vlad "4000 100 1" "4000 200 1" 100)" 200
+bounded "three forward levels over reverse: a projection of a 4000-list, objects a step" \
+  "$(marginal ffr-project.vlad "4000 100 2" "4000 200 2" 100)" 1000
 # hessian-vector-product of a function of an n-list (tests/cost/hvp.vlad): at most 60 objects an
 # element, from n = 1,000 to 4,000 (47 here; 45,000 at n = 4,000 when it was O(n^2)).
 bounded "hessian-vector-product of an n-list: objects an element" "$(marginal hvp.vlad 1000 4000 3000)" 60

@@ -1017,6 +1017,29 @@ Value fwd_linear_deep(Closure* c, Value v);
 // A pair, or a value standing for one (a view, a lazy zero or *j): what plus adds part by part.
 inline bool is_structure(Value v) { return is_pair(v) || is_data_view(v) || is(v, Kind::Zero) || is(v, Kind::LazyJ); }
 
+// On a structure of forward values (of any depth of nesting), zero, %rzero and plus act on it
+// directly: its zero is the structure's lazy zero (a bundle's, the bundle of its parts' zeros;
+// %rzero's strips through a bundle or a forward closure where it reaches one: tags.cpp
+// forward_rzero), and two such add part by part (bundles by their parts), a lazy zero in O(1).
+// Taken apart into primal and tangent and bundled again (fwd_ad, and fwd_linear_deep at each
+// further forward level), each was four walks of the whole structure: O(n) for each (zero xs) of
+// an n-list in a forward derivative, and for each projection of a list in a reverse pass inside
+// one, whose backpropagator adds %rzero of the rest to a sensitivity. Into *r when it applies.
+bool structure_ad(Prim* p, Value v, Value* r) {
+  if (!is_pair(v) && !is_data_view(v)) return false;
+  switch (ad_op(p)) {
+    case A_ZERO: *r = zero_of(v); return true;
+    case A_RZERO: *r = rzero(v); return true;
+    case A_PLUS: {
+      Value a = car(v), b = cdr(v);
+      if (!is_structure(a) || !is_structure(b)) return false;
+      *r = plus(a, b);
+      return true;
+    }
+    default: return false;
+  }
+}
+
 Value fwd_ad(Closure* c, Value v) {
   Prim* p = prim_of(c);
   // The sum of two forward values without a real (a procedure's sensitivity in a backward pass
@@ -1026,25 +1049,7 @@ Value fwd_ad(Closure* c, Value v) {
   Value r;
   if (ad_op(p) == A_PLUS && is_pair(v) && inert_sum(car(v), cdr(v), &r)) return r;
   if ((ad_op(p) == A_ZERO || ad_op(p) == A_RZERO) && inert_atom(v)) return v;
-  // On a structure of forward values, zero, %rzero and plus act on it directly: its zero is the
-  // structure's lazy zero (a bundle's, the bundle of its parts' zeros; %rzero's strips through a
-  // bundle or a forward closure where it reaches one: tags.cpp forward_rzero), and two such add
-  // part by part (bundles by their parts), a lazy zero in O(1). Taken apart into primal and
-  // tangent and bundled again, each was four walks of the whole structure: O(n) for each
-  // (zero xs) of an n-list in a forward derivative, and for each projection of a list in a
-  // reverse pass inside one, whose backpropagator adds %rzero of the rest to a sensitivity.
-  if (is_pair(v) || is_data_view(v)) {
-    switch (ad_op(p)) {
-      case A_ZERO: return zero_of(v);
-      case A_RZERO: return rzero(v);
-      case A_PLUS: {
-        Value a = car(v), b = cdr(v);
-        if (is_structure(a) && is_structure(b)) return plus(a, b);
-        break;
-      }
-      default: break;
-    }
-  }
+  if (structure_ad(p, v, &r)) return r;
   // (of a closure with an environment: the result made before for it, if it is still cached;
   // gradient-R's (*j f) of one closure once an integration step, inside a forward derivative)
   ClosureMemo* memo = is(v, Kind::Closure) && v.as_obj()->aux != 0 ? closure_memo(p, v) : nullptr;
@@ -1121,6 +1126,11 @@ Value apply_linear(Value m, Value x) {
 }
 
 Value fwd_linear_deep(Closure* c, Value v) {
+  // (the AD primitive at the bottom of the forward transforms: structures as fwd_ad takes them)
+  Lambda* base = c->lambda->source;
+  while (base && base->native1 == fwd_linear_deep) base = base->source;
+  Value r;
+  if (base && base->native1 == fwd_ad && structure_ad(base->native_prim, v, &r)) return r;
   Value m = closure_of(c->lambda->source, nullptr);
   // (the tangent's part first, then the primal's: the order the calls were always made in)
   Value t, q;
