@@ -396,32 +396,17 @@ std::string rev_unary(const std::string& op, const std::string& d) {
   return "(lambda (xr) (let ((x (*j-inverse xr))) (cons (*j (" + op +
          " x)) (lambda (y) (cons '() (* " + d + " y))))))";
 }
-// Real primitive op of n >= 2 reals, taking the tuple (x1 . (x2 . ... xn)), with partials
-// D1..Dn over x1..xn; `tan` is the tangent expression over dx1..dxn, and `sens` the tuple of
-// argument sensitivities over y. Binary arithmetic is the case n = 2; host primitives use any n.
-std::string tuple_parts(const std::string& tuple, const std::string& var, int n) {
-  std::string out, rest = tuple;
-  for (int i = 1; i < n; i++) {
-    out += " (" + var + std::to_string(i) + " (car " + rest + "))";
-    rest = "(cdr " + rest + ")";
-  }
-  return out + " (" + var + std::to_string(n) + " " + rest + ")";
+// Real binary primitive op, taking the pair (x1 . x2), with partials over x1 and x2: `tan` is the
+// tangent expression over dx1 and dx2, `sens` the pair of argument sensitivities over y. (Host
+// primitives of more arguments: host_fwd_rule, host_rev_rule.)
+std::string fwd_binary(const std::string& op, const std::string& tan) {
+  return "(lambda (b) (let* ((p (primal b)) (x1 (car p)) (x2 (cdr p)) (t (unperturb (tangent b))) (dx1 (car t)) "
+         "(dx2 (cdr t))) (bundle (" + op + " x1 x2) (perturb " + tan + "))))";
 }
-std::string tuple_call(const std::string& op, int n) {
-  std::string out = "(" + op;
-  for (int i = 1; i <= n; i++) out += " x" + std::to_string(i);
-  return out + ")";
+std::string rev_binary(const std::string& op, const std::string& sens) {
+  return "(lambda (xr) (let* ((p (*j-inverse xr)) (x1 (car p)) (x2 (cdr p))) (cons (*j (" + op +
+         " x1 x2)) (lambda (y) (cons '() " + sens + ")))))";
 }
-std::string fwd_tuple(const std::string& op, int n, const std::string& tan) {
-  return "(lambda (b) (let* ((p (primal b))" + tuple_parts("p", "x", n) + " (t (unperturb (tangent b)))" +
-         tuple_parts("t", "dx", n) + ") (bundle " + tuple_call(op, n) + " (perturb " + tan + "))))";
-}
-std::string rev_tuple(const std::string& op, int n, const std::string& sens) {
-  return "(lambda (xr) (let* ((p (*j-inverse xr))" + tuple_parts("p", "x", n) + ") (cons (*j " + tuple_call(op, n) +
-         ") (lambda (y) (cons '() " + sens + ")))))";
-}
-std::string fwd_binary(const std::string& op, const std::string& tan) { return fwd_tuple(op, 2, tan); }
-std::string rev_binary(const std::string& op, const std::string& sens) { return rev_tuple(op, 2, sens); }
 // The tangent (into *fwd) and the sensitivity tuple (returned) of a binary primitive with
 // partials d1, d2 (expressions over x1, x2).
 std::string partial_rules(const std::string& d1, const std::string& d2, std::string* fwd) {
@@ -430,8 +415,8 @@ std::string partial_rules(const std::string& d1, const std::string& d2, std::str
 }
 // The rules of a host primitive op of n >= 2 reals with partial primitives d[0..n-1], in text
 // linear in n: each partial takes the argument tuple p as it is (op's own argument), and the
-// tangent's parts are taken apart by one pattern, (cons* dx1 dx2 ... dxn). (fwd_tuple's (car (cdr
-// (cdr ... p))) for each part and a call (d x1 ... xn) for each partial were text of size n^2,
+// tangent's parts are taken apart by one pattern, (cons* dx1 dx2 ... dxn). (fwd_binary's form
+// grown to n, (car (cdr (cdr ... p))) for each part and a call (d x1 ... xn) for each partial, was text of size n^2,
 // built by prepending: n = 1000 took 4 s to register and 2 s and a GB to analyse at its first
 // use.) Every name is looked up in one of two or three scopes: a let* binding each part in a
 // scope of its own made a chain of n scopes, up which each partial's distinct name was looked
@@ -622,7 +607,7 @@ std::vector<Prim*, traceable_allocator<Prim*>> make_builtin_prims() {
 std::string host_alias(const std::string& name) { return "%host:" + name; }
 
 // The rules are the builtins' (fwd_unary, rev_unary; for more arguments host_fwd_rule and
-// host_rev_rule, fwd_tuple's and rev_tuple's computation in text linear in the arity) with calls
+// host_rev_rule, fwd_binary's and rev_binary's computation in text linear in the arity) with calls
 // of the partials' primitives as the partial derivatives, so forward, reverse and nested AD of a
 // host primitive work as for `sin`.
 // They name the primitive and its partials by their prelude aliases, which the expander leaves
