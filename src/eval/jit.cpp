@@ -628,6 +628,11 @@ struct Emitter {
       Value v;
       if (w->op == Op::Const) v = w->k();
       else if (w->op == Op::Global && !*w->src->xf) v = w->src->cell->value;
+      // a transformed global whose transform is a primitive: car, cdr, null? ... are their own
+      // forward versions (forward-transformed list code called them through op_app: a JVP of
+      // W3's f took 8 such calls an element). Primitives are never collected: the guard's
+      // comparison needs no pin.
+      else if (w->op == Op::Global && w->src->cache_in == w->src->cell->value) v = w->src->cache_out;
       else return nullptr;
       if (!is(v, Kind::Prim)) return nullptr;
       return static_cast<Prim*>(v.as_obj());
