@@ -487,6 +487,32 @@ chk-annot.vlad:9:5: error: bad numeral 1.2.3'
 if [ $RC -eq 1 ] && [ "$OUT" = "3 passed, 6 failed" ] && [ "$ERR" = "$want_err" ]; then ok "--check: malformed (error ...) answers and unreadable forms fail alone, the rest are checked"
 else notok "--check: malformed (error ...) answers and unreadable forms fail alone" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 
+# --check: an infinity agrees only with itself (inf - 5 is within 1e-10 of inf relatively); a form
+# that could not be read fails once with its answer; an unreadable answer takes its line with it;
+# an open form at the end of the file fails alone, the checks before it are still made
+cat >chk-inf.vlad <<'EOF'
+(/ 1 0) ===> +inf
+(/ -1 0) ===> -inf
+(/ 1 0) ===> 5
+5 ===> +inf
+(/ 1 0) ===> -inf
+(list (/ 1 0) 2) ===> (+inf 2)
+(list (/ 1 0) 2) ===> (1e308 2)
+EOF
+run "$V" --check chk-inf.vlad
+if [ $RC -eq 1 ] && [ "$OUT" = "3 passed, 4 failed" ]; then ok "--check: an infinity agrees only with itself"
+else notok "--check: an infinity agrees only with itself" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+printf '(+ 1 1) ===> 2\n(+ 1 #z) ===> 3\n(+ 2 2) ===> 4\ncar ===> #<procedure car>\n(+ 3 3) ===> 6\n(+ 1 1) ===> 3\n(+ 1 (\n' >chk-open.vlad
+run "$V" --check chk-open.vlad
+want_err="chk-open.vlad:2:6: error: bad syntax #z
+chk-open.vlad:4:10: error: bad syntax #<procedure
+chk-open.vlad:6:1: FAIL: (+ 1 1)
+    expected: 3
+    got:      2
+chk-open.vlad:7:6: error: unbalanced parentheses: missing ')' for the list opened here"
+if [ $RC -eq 1 ] && [ "$OUT" = "3 passed, 4 failed" ] && [ "$ERR" = "$want_err" ]; then ok "--check: unreadable forms and answers fail once; an open form at the end fails alone"
+else notok "--check: unreadable forms and answers fail once; an open form at the end fails alone" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
 # several files under --check: each checked afresh (a definition or an include of one file
 # reached the next: a file's verdict depended on the files named before it)
 printf '(define (sq x) (* x x))\n(= (sq 2) 4)\n' >sh-a.vlad

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     double x, y;
     if (!number(a[i], x) || !number(b[i], y)) return 1;
     if (std::isnan(x) && std::isnan(y)) continue;
+    if (std::isinf(x) || std::isinf(y)) { if (x == y) continue; return 1; }  // (inf - 5 is within inf * 1e-9)
     double d = std::fabs(x - y);
     if (!(d <= 1e-9 || d <= 1e-9 * std::max(std::fabs(x), std::fabs(y)))) return 1;
   }

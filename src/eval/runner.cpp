@@ -329,6 +329,7 @@ bool as_number(const std::string& t, double& d) {
 bool close(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
   if (a == b) return true;
+  if (std::isinf(a) || std::isinf(b)) return false;  // (an infinity agrees only with itself)
   double d = std::fabs(a - b);
   return d <= 1e-10 || d <= 1e-10 * std::max(std::fabs(a), std::fabs(b));
 }

@@ -436,20 +436,29 @@ gc_vector<TopForm> read_program(const std::string& text, const char* file, bool 
     while (!r.eof() && r.peek() != '\n') r.advance();
   gc_vector<TopForm> out;
   const char* arrow = intern("===>");
-  // (recover) Records e in t, and moves the reader from `start` past the datum there.
   auto note = [&](TopForm& t, const Error& e) {
     char* msg = static_cast<char*>(gc_alloc_atomic(strlen(e.what()) + 1));
     strcpy(msg, e.what());
     t.error = msg;
     t.error_pos = e.pos;
   };
+  // (recover) Records e in t, and moves the reader from `start` past the datum there; false when
+  // that datum never ends (an open list, string or block comment): the rest of the input is that
+  // datum, and the forms read before it are still checked.
   auto recovered = [&](TopForm& t, const Error& e, size_t start, int line, int col) {
     if (!recover) throw e;
     r.i = start;
     r.line = line;
     r.col = col;
-    if (!r.skip_datum_text()) throw e;
     note(t, e);
+    if (r.skip_datum_text()) return true;
+    r.i = text.size();
+    return false;
+  };
+  // (recover) The rest of an unreadable answer's line: `car ===> #<procedure car>` is one failed
+  // check, not a second form `car>`.
+  auto rest_of_line = [&]() {
+    while (!r.eof() && r.peek() != '\n') r.advance();
   };
   for (;;) {
     r.skip();
@@ -461,22 +470,31 @@ gc_vector<TopForm> read_program(const std::string& text, const char* file, bool 
       d = r.read_datum();
     } catch (const Error& e) {
       out.push_back(TopForm{sx_nil(r.pos()), nullptr, Pos(), nullptr, Pos()});
-      recovered(out.back(), e, start, line, col);
+      if (!recovered(out.back(), e, start, line, col)) break;
       continue;
     }
     if (sx_is_sym(d, arrow)) {
       r.skip();
+      // (recover) the answer of a form that could not be read fails with it, as one check
+      bool of_failed = recover && !out.empty() && out.back().error && !out.back().expected;
       if (r.eof()) {
+        if (of_failed) break;
         Error e("===> at end of input with no answer", d->pos);
         if (!recover || out.empty() || out.back().expected || out.back().error) throw e;
         note(out.back(), e);
         break;
       }
+      if (of_failed) {
+        out.back().expected = sx_nil(d->pos);
+        if (!r.skip_datum_text()) break;
+        rest_of_line();
+        continue;
+      }
       bool orphan = out.empty() || out.back().expected || out.back().error;
       if (orphan && !recover) r.fail("===> must follow an expression", d->pos);
       if (orphan) {  // (recover: the answer is a failed form of its own)
         out.push_back(TopForm{sx_nil(d->pos), nullptr, Pos(), nullptr, Pos()});
-        recovered(out.back(), Error("===> must follow an expression", d->pos), r.i, r.line, r.col);
+        if (!recovered(out.back(), Error("===> must follow an expression", d->pos), r.i, r.line, r.col)) break;
         continue;
       }
       start = r.i, line = r.line, col = r.col;
@@ -484,7 +502,8 @@ gc_vector<TopForm> read_program(const std::string& text, const char* file, bool 
         out.back().expected = r.read_datum();
         out.back().arrow = d->pos;
       } catch (const Error& e) {
-        recovered(out.back(), e, start, line, col);
+        if (!recovered(out.back(), e, start, line, col)) break;
+        rest_of_line();
       }
       continue;
     }
