@@ -76,16 +76,23 @@ namespace {
   long i = strtol(end, &end, 10);
   std::string what = end && *end == ' ' ? end + 1 : "";
   v = strip_tags(v);
-  if (kind == 'A') {
+  if (kind == 'A') {  // what: the procedure's name, \x02, its formals as written
+    size_t sep = what.find('\x02');
+    std::string formals = sep == std::string::npos ? std::string() : what.substr(sep + 1);
+    if (sep != std::string::npos) what.resize(sep);
     long got = i + (v.is_nil() ? 0 : 1);
     throw Error((what.empty() ? std::string() : what + ": ") + "expected " + std::to_string(n) + " arguments, got " +
-                    std::to_string(got), pos);
+                    std::to_string(got) +
+                    (formals.empty() ? std::string() : " (the argument tuple does not match pattern " + formals + ")"),
+                pos);
   }
   // the elements of the list given: those matched (i) and those left in v
   long got = i;
   for (; is_pair(v) && got < 100000000; got++) v = strip_tags(cdr(v));
-  throw Error("pattern " + what + ": expected a list of " + std::to_string(n) + " element" + (n == 1 ? "" : "s") +
-                  ", got " + (v.is_nil() ? std::to_string(got) : std::string("a value that is not a list")), pos);
+  throw Error("value does not match pattern " + what + ": expected a list of " + std::to_string(n) + " element" +
+                  (n == 1 ? "" : "s") + ", got " +
+                  (v.is_nil() ? std::to_string(got) : std::string("a value that is not a list")),
+              pos);
 }
 
 [[noreturn]] __attribute__((noinline, cold)) void pattern_error(Value v, const char* pattern, Pos pos) {
@@ -150,6 +157,15 @@ const char* callee_name(Value f) {
     if (p && p->arity == 2) throw Error(std::string(p->name) + ": expected a pair of arguments, got " + write_brief(r), pos);
   }
   pattern_error(r, shape_text, pos);
+}
+
+// The pattern the value of split instruction ip must match: that of the (car x) it fused (split_at:
+// the binding after ip's own), which is the user's when user code takes a call's value apart
+// ((let (((list p q) (g 1))) ...) said "does not match pattern (cons value backpropagator)"), and
+// transformed code's (cons value backpropagator) otherwise.
+inline const char* split_pattern(const Instr* ip, const char* fallback = "(cons value backpropagator)") {
+  const Binding* car = ip->src + 1;
+  return car->op == Op::Car && car->pattern ? car->pattern : fallback;
 }
 
 void split_value(Value r, Value* out, const char* shape_text, Pos pos, Value self = Value()) {
@@ -253,7 +269,7 @@ void Exec::run_split(const Instr* ip) {
     }
   }
   Value r = apply_split(fv, arg_of(ip), ip->call_site(), out);
-  if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->call_site(), self);
+  if (!r.is_unbound()) split_value(r, out, split_pattern(ip), ip->call_site(), self);
   fr[ip->x] = out[0];
   fr[ip->x2] = out[1];
 }
@@ -277,7 +293,7 @@ void Exec::store(const Instr* ip, Exit e, const char* shape_text) {
       fr[ip->x2] = r2;
     } else {
       Value out[2];
-      split_value(r1, out, shape_text, ip->src->pos, self);
+      split_value(r1, out, split_pattern(ip, shape_text), ip->src->pos, self);
       fr[ip->x] = out[0];
       fr[ip->x2] = out[1];
     }
@@ -342,7 +358,7 @@ inline int Exec::op_app(const Instr* ip) {
     Value out[2];
     Value r = raw_apply(get(ip->a), arg_of(ip), ip->src->pos, ip->split ? out : nullptr, ip->src->xf);
     if (ip->split) {
-      if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->src->pos, self);
+      if (!r.is_unbound()) split_value(r, out, split_pattern(ip), ip->src->pos, self);
       fr[ip->x] = out[0];
       fr[ip->x2] = out[1];
     } else {
@@ -1269,7 +1285,7 @@ int jit_return(Exec* ex, const Instr* ip, Exec* callee, int e, Closure* chain0, 
         r = ip->split ? Value::unbound() : cons(out[0], out[1]);
       }
       if (ip->split) {  // as run_split
-        if (!r.is_unbound()) split_value(r, out, "(cons value backpropagator)", ip->call_site(), ex->self);
+        if (!r.is_unbound()) split_value(r, out, split_pattern(ip), ip->call_site(), ex->self);
         ex->fr[ip->x] = out[0];
         ex->fr[ip->x2] = out[1];
       } else {
@@ -1346,7 +1362,7 @@ extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
         if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
         r = apply_prim(p, arg);
       }
-      split_value(r, out, "(cons value backpropagator)", ip->call_site(), ex->self);
+      split_value(r, out, split_pattern(ip), ip->call_site(), ex->self);
       ex->fr[ip->x] = out[0];
       ex->fr[ip->x2] = out[1];
       return Exec::kContinue;

@@ -239,7 +239,10 @@ struct Expander {
     lam->body = new_body();
     const char* whole = intern(sx_to_string(formals->type == Sx::Pair && formals->cdr->type == Sx::Nil ? formals->car : pat));
     bool tuple = formals->type == Sx::Pair && formals->cdr->type != Sx::Nil;  // (cons* p q ...)
-    destructure(pat, lam->param, lam->body, &inner, whole, tuple ? (name ? name : "") : nullptr);
+    // (a count of arguments reads "NAME: expected 2 arguments, got 1 (... pattern (x y))": the
+    // procedure's name and its formals as written, \x02 between them)
+    const char* args_of = tuple ? intern(std::string(name ? name : "") + "\x02" + sx_to_string(formals)) : nullptr;
+    destructure(pat, lam->param, lam->body, &inner, whole, args_of);
     lam->body->result = sequence(body, lam->body, &inner, at);
     return lam;
   }
