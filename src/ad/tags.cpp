@@ -581,7 +581,8 @@ void split_sensitivity(Value s, Value* out) {
     return;
   }
   s = force(s);
-  if (!is_pair(s)) throw Error("value " + write_brief(s) + " does not match pattern (cons a d)");
+  if (!is_pair(s))
+    throw Error("a sensitivity and its value do not conform: the sensitivity of a pair is a pair, got " + write_brief(s));
   out[0] = car(s);
   out[1] = cdr(s);
 }
@@ -593,7 +594,8 @@ Value env_ref(Value v, int index, Lambda* lam) {
     return unview(as_closure(v)->env[index]);
   v = force(unview(v));
   if (!is(v, Kind::Closure) || (int)as_closure(v)->aux <= index)
-    throw Error("internal error: environment sensitivity of a non-closure " + write_brief(v));
+    throw Error("a sensitivity and its value do not conform: the sensitivity of a closure is a closure of its "
+                "lambda, got " + write_brief(v));
   return unview(as_closure(v)->env[index]);
 }
 
