@@ -178,6 +178,17 @@ bool inert(Value v) {
           !has_constants(static_cast<Closure*>(v.as_obj())->lambda));
 }
 
+// Two values without reals that are different values of one kind: two booleans, two strings or
+// two primitives that differ. They do not conform (the paper: a primitive conforms to itself);
+// any other two such values sum to either (the sensitivity of a procedure argument can be a
+// primitive at one level and its transformed version at another, () stands for any inert zero).
+bool different_atoms(Value a, Value b) {
+  if (a.is_bool() && b.is_bool()) return a != b;
+  if (is(a, Kind::Prim) && is(b, Kind::Prim)) return a != b;
+  if (is(a, Kind::String) && is(b, Kind::String)) return !string_equal(a, b);
+  return false;
+}
+
 // Whether two closures are one procedure whose lambdas differ: a transform of a raw
 // backpropagator and the transform of its tagged version (the raw variant, which a transformed
 // BackCall calls), their environments the same free variables in the same order. Reverse over
@@ -751,7 +762,7 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
   // the switch's cases below at once
   if (a.is_obj() && b.is_obj()) {
     Kind ka = kind_of(a), kb = kind_of(b);
-    if (ka == Kind::Prim && kb == Kind::Prim) return a;
+    if (ka == Kind::Prim && kb == Kind::Prim && a == b) return a;
     if (ka == Kind::Closure && kb == Kind::Closure) {
       Value r = plus_closures(a, b);
       if (!r.is_unbound()) return r;
@@ -826,7 +837,9 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
         return r;
       }
       case Kind::Prim:
-      case Kind::String: return a;
+      case Kind::String:
+        if (different_atoms(a, b)) break;
+        return a;
       case Kind::Zero:
       case Kind::LazyJ:
       case Kind::OneHot:
@@ -836,7 +849,7 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
   // Values without a real inside ((), booleans, strings, primitives, closures with an empty
   // environment — e.g. a primitive's reverse version) are their own zero, and their
   // sensitivities carry nothing: any two of them add to either.
-  if (inert(a) && inert(b)) return a.is_nil() ? b : a;
+  if (inert(a) && inert(b) && !different_atoms(a, b)) return a.is_nil() ? b : a;
   throw Error("plus: values do not conform: " + write_brief(a) + " and " + write_brief(b));
 }
 }  // namespace
@@ -947,9 +960,10 @@ Value bundle_raw(Value p, Value t) {
   if (!p.is_obj()) {
     // (a tangent without a real in it is no tangent at all: the sensitivity of a procedure
     // argument, a primitive, summed with () under reverse over forward over reverse mode)
-    if (t != p && !(p.is_bool() && t.is_bool()) && !inert(t)) nonconform("bundle", p, t);
+    if ((t != p && !(p.is_bool() && t.is_bool()) && !inert(t)) || different_atoms(p, t)) nonconform("bundle", p, t);
     return p;
   }
+  if (different_atoms(p, t)) nonconform("bundle", p, t);  // (two primitives, two strings)
   switch (kind_of(p)) {
     case Kind::Pair:
       if (!is_pair(t)) nonconform("bundle", p, t);
