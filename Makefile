@@ -10,7 +10,7 @@ SRC = $(wildcard src/values/*.cpp src/eval/*.cpp src/ad/*.cpp src/prims/*.cpp sr
 OBJ = $(SRC:%.cpp=$(BUILD)/%.o) $(BUILD)/src/prims/prelude_gen.o
 HDR = $(wildcard src/*.hpp src/*/*.hpp)
 
-.PHONY: all deps test unit vlad-tests demo bench instructions fuzz fuzz-diff install ubsan clean
+.PHONY: all deps test unit vlad-tests demo bench instructions fuzz fuzz-diff install ubsan gc-stress clean
 
 all: $(BUILD)/vlad $(BUILD)/libvlad.a
 
@@ -72,6 +72,12 @@ ubsan:
 	  LDLIBS="-lgc -ledit -lasmjit -pthread -fsanitize=undefined" all build-ubsan/unit-tests build-ubsan/compare-output build-ubsan/fuzz
 	./tests/run.sh build-ubsan
 
+# A build with GC stress (value.hpp: VLAD_GC_STRESS=N collects every N allocations), for hunting
+# collectable objects held only where the collector does not look, e.g.
+# VLAD_GC_STRESS=7 build-gc-stress/vlad --check FILE
+gc-stress:
+	$(MAKE) BUILD=build-gc-stress CXXFLAGS="-O2 -g -DVLAD_GC_STRESS" all build-gc-stress/unit-tests build-gc-stress/fuzz
+
 install: all
 	install -d $(PREFIX)/bin $(PREFIX)/include/vlad $(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/vlad $(PREFIX)/bin/vlad
@@ -80,4 +86,4 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|g' vlad.pc.in > $(PREFIX)/lib/pkgconfig/vlad.pc
 
 clean:
-	rm -rf build build-ubsan
+	rm -rf build build-ubsan build-gc-stress

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <exception>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -42,8 +43,17 @@ static inline bool internal(Pos p) { return p.file == prelude_file || p.file == 
 
 void forget_retained_note() { last_retained_noted = 0; }
 
+// The records are in memory the collector scans (a root): an error's trace is read from
+// them after the error has unwound the calls (attach_trace), when a record may hold the only
+// reference to its callee — a closure made for the call, say. In malloc's memory (before), a
+// collection in between (another thread's) freed it, and the trace read a freed object.
+// (Records above the current depth keep their callees alive until overwritten, or until the
+// evaluation ends: release_call_records.)
 void release_call_records() {
-  free(call_records);
+  if (call_records) {
+    GC_remove_roots(call_records, call_records + call_capacity);
+    free(call_records);
+  }
   call_records = nullptr;
   call_capacity = 0;
 }
@@ -51,8 +61,17 @@ void release_call_records() {
 static void grow_call_records(long need) {
   long cap = call_capacity ? call_capacity : 1024;
   while (cap <= need) cap *= 2;
-  call_records = static_cast<CallRecord*>(realloc(call_records, sizeof(CallRecord) * cap));
-  if (!call_records) throw Error("out of memory");
+  // (malloc's memory registered as a root, not the collector's heap: growing them near the heap
+  // limit does not fail)
+  CallRecord* grown = static_cast<CallRecord*>(malloc(sizeof(CallRecord) * cap));
+  if (!grown) throw Error("out of memory");
+  if (call_records) memcpy(grown, call_records, sizeof(CallRecord) * call_capacity);
+  GC_add_roots(grown, grown + cap);  // (before the old records stop being one)
+  if (call_records) {
+    GC_remove_roots(call_records, call_records + call_capacity);
+    free(call_records);
+  }
+  call_records = grown;
   call_capacity = cap;
 }
 

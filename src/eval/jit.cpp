@@ -1519,6 +1519,7 @@ struct Emitter {
   // rax = an object of `bytes` popped from this thread's free list as emit_alloc does, or, when
   // the list is empty, `fail` (nothing called). Clobbers rcx, rdx.
   void emit_alloc_from_list(size_t bytes, Label fail) {
+    if (gc_stress_period()) a.jmp(fail);  // (GC stress, value.hpp: every allocation by a call)
     int32_t head = free_list_index(bytes) * 8;
     a.mov(xr::rcx, xr::qword_ptr(kWork, free_lists_offset));
     a.test(xr::rcx, xr::rcx);
@@ -1558,6 +1559,7 @@ struct Emitter {
     size_t g = (bytes + 15) / 16;
     int32_t batch = atomic_batch_offset(g), n = atomic_count_offset(g);
     Label slow = a.newLabel(), have = a.newLabel();
+    if (gc_stress_period()) a.jmp(slow);  // (GC stress, as emit_alloc_from_list)
     a.mov(xr::rcx, xr::qword_ptr(kWork, free_lists_offset));
     a.test(xr::rcx, xr::rcx);
     a.jz(slow);

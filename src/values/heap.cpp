@@ -105,6 +105,8 @@ void collect_after_heap_limit() {
   if (limit) GC_set_max_heap_size(limit);
 }
 
+static void start_gc_stress_thread();
+
 void gc_init() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -132,8 +134,60 @@ void gc_init() {
     // views (value.hpp) point at an object plus a tag of 1..15
     for (size_t k = 1; k < 16; k++) GC_register_displacement(k);
     start_prefaulter();
+    start_gc_stress_thread();
   });
 }
+
+// GC stress (value.hpp): a full collection every gc_stress_period() allocations of this thread, so
+// that a collectable object held only by memory the collector does not scan is freed at once.
+#ifdef VLAD_GC_STRESS
+long gc_stress_period() {
+  static const long n = [] {
+    const char* e = getenv("VLAD_GC_STRESS");
+    return e ? std::max(0L, atol(e)) : 0L;
+  }();
+  return n;
+}
+// VLAD_GC_STRESS_THREAD=US: a thread that collects every US microseconds as well, stopping the
+// others wherever they are (between allocations too: in native code, in a gc_allocator's growth).
+static long gc_stress_thread_us() {
+  static const long n = [] {
+    const char* e = getenv("VLAD_GC_STRESS_THREAD");
+    return e ? std::max(0L, atol(e)) : 0L;
+  }();
+  return n;
+}
+static void* gc_stress_thread(void*) {
+  for (;;) {
+    usleep((useconds_t)gc_stress_thread_us());
+    GC_gcollect();
+  }
+  return nullptr;
+}
+static void start_gc_stress_thread() {
+  if (!gc_stress_thread_us()) return;
+  pthread_t t;
+  if (pthread_create(&t, nullptr, gc_stress_thread, nullptr) == 0) pthread_detach(t);  // (GC_pthread_create)
+}
+static bool gc_stress_on() { return gc_stress_period() || gc_stress_thread_us(); }
+static thread_local long gc_stress_count = 0;
+static void drop_free_lists();
+static inline void gc_stress_tick() {
+  long n = gc_stress_period();
+  if (n > 0 && ++gc_stress_count >= n) {
+    gc_stress_count = 0;
+    GC_gcollect();
+    // (and this thread's lists dropped, so that what the collection freed is soon handed out
+    // again: an object freed too early is then overwritten, not left intact)
+    drop_free_lists();
+  }
+}
+#else
+long gc_stress_period() { return 0; }
+static inline void gc_stress_tick() {}
+static void start_gc_stress_thread() {}
+static bool gc_stress_on() { return false; }
+#endif
 
 __thread WorkCounters work;
 WorkCounters* work_address() { return &work; }
@@ -157,8 +211,10 @@ AnalysisScope::AnalysisScope()
     : steps_(work.steps), objects_(work.objects), bytes_(work.bytes), outer_(analysis_depth++ == 0) {
   if (outer_) {
     start_ns_ = now_ns();
-    GC_disable();
-    analysis_gc_off = true;
+    if (!gc_stress_on()) {  // (under GC stress, analysis collects too)
+      GC_disable();
+      analysis_gc_off = true;
+    }
     analysis_start = work.bytes;
   } else if (analysis_gc_off && work.bytes - analysis_start > kAnalysisNoCollect) {
     GC_enable();
@@ -218,6 +274,17 @@ FreeLists* my_free_lists() {
 
 void* free_lists_address() { return &free_lists; }
 
+#ifdef VLAD_GC_STRESS
+static void drop_free_lists() {
+  if (!free_lists) return;
+  for (void*& head : free_lists->normal) head = nullptr;
+  for (int g = 1; g <= 2; g++) {
+    for (void*& p : free_lists->atomic[g]) p = nullptr;
+    free_lists->atomic_n[g] = 0;
+  }
+}
+#endif
+
 int free_list_index(size_t bytes) {
   size_t granules = GC_WORDS_TO_WHOLE_GRANULES((bytes + 7) / 8);
   return granules < GC_TINY_FREELISTS ? (int)granules : -1;
@@ -246,6 +313,7 @@ __attribute__((noinline)) void* gc_alloc_slow(size_t bytes) {
 // fast path without GC_end_stubborn_change, which only incremental collection with manual dirty
 // bits needs, a mode this program never enables).
 void* gc_alloc(size_t bytes) {
+  gc_stress_tick();
   work.objects++;
   work.bytes += bytes;
   size_t g = GC_WORDS_TO_WHOLE_GRANULES((bytes + 7) / 8);
@@ -285,6 +353,7 @@ int32_t atomic_batch_offset(size_t g) { return (int32_t)(offsetof(FreeLists, ato
 int32_t atomic_count_offset(size_t g) { return (int32_t)(offsetof(FreeLists, atomic_n) + g * sizeof(int)); }
 
 void* gc_alloc_atomic(size_t bytes) {
+  gc_stress_tick();
   work.objects++;
   work.bytes += bytes;
   size_t g = GC_WORDS_TO_WHOLE_GRANULES((bytes + 7) / 8);

@@ -193,6 +193,13 @@ uintptr_t free_list_counter_max();
 // does: where, in the block at free_lists_address(), its batch of objects and their count lie.
 int32_t atomic_batch_offset(size_t g);
 int32_t atomic_count_offset(size_t g);
+// GC stress (a debugging build: make gc-stress, i.e. -DVLAD_GC_STRESS): with VLAD_GC_STRESS=N
+// (N > 0) in the environment, every Nth allocation through gc_alloc / gc_alloc_atomic on a thread
+// first runs a full collection, analysis does not hold collections off, and native code takes
+// its allocations through those functions rather than inline (each collection also drops this
+// thread's free lists, so freed memory is soon reused). VLAD_GC_STRESS_THREAD=US adds a thread
+// collecting every US microseconds. gc_stress_period() is 0 without the first, and in normal builds.
+long gc_stress_period();
 extern __thread WorkCounters work;  // (__thread: no initialisation check at each use)
 
 // The bytes of the heap objects reachable from v (each counted once, at the size the collector
