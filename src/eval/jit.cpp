@@ -2955,6 +2955,10 @@ struct Emitter {
     }
     a.cmp(x, (int32_t)Value::kNil);
     a.je(give_y);
+    a.cmp(y, (int32_t)Value::kNil);
+    a.je(give_x);
+    a.cmp(x, y);  // (two different booleans do not conform: the primitive says so)
+    a.jne(fail);
     a.jmp(give_x);
     a.bind(not_atoms);
     // y a zero view, or a lazy zero with x no view: x
