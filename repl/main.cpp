@@ -117,8 +117,14 @@ bool run_program(Interp& in, const std::string& text, const std::string& file, s
     run_on_big_stack(&in, [&] {
       RunOptions opt;
       opt.dir = dir_of(file);
-      run_text(in, text, intern(file), opt, [](Value v, Pos) {
-        std::cout << write_string(v) << "\n";
+      run_text(in, text, intern(file), opt, [](Value v, Pos pos) {
+        std::string shown;
+        try {
+          shown = write_string(v);  // (the whole text first: a value of 2^27 shared leaves is GBs)
+        } catch (const std::bad_alloc&) {
+          throw Error(std::string(memory_error().what()) + " (printing this expression's value)", pos);
+        }
+        std::cout << shown << "\n";
         stdout_mid_line.store(false, std::memory_order_relaxed);
       });
     });

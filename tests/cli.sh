@@ -513,6 +513,13 @@ chk-open.vlad:7:6: error: unbalanced parentheses: missing ')' for the list opene
 if [ $RC -eq 1 ] && [ "$OUT" = "3 passed, 4 failed" ] && [ "$ERR" = "$want_err" ]; then ok "--check: unreadable forms and answers fail once; an open form at the end fails alone"
 else notok "--check: unreadable forms and answers fail once; an open form at the end fails alone" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 
+# a value too big to print (2^25 shared leaves: the text is built whole) is an error located at
+# its expression, under a 1.2 GB address-space limit ("error: out of memory", with no location)
+printf '(define (share n l) (if (= n 0) l (share (- n 1) (cons l l))))\n(share 25 1)\n' >bigprint.vlad
+got=$( (ulimit -v 1200000; timeout 60 "$V" bigprint.vlad 2>&1 >/dev/null) | head -1)
+if [ "$got" = "bigprint.vlad:2:1: error: out of memory (printing this expression's value)" ]; then ok "a value too big to print: an error at its expression"
+else notok "a value too big to print: an error at its expression" "got '$(one_line "$got")'"; fi
+
 # several files under --check: each checked afresh (a definition or an include of one file
 # reached the next: a file's verdict depended on the files named before it)
 printf '(define (sq x) (* x x))\n(= (sq 2) 4)\n' >sh-a.vlad
