@@ -237,5 +237,7 @@ inline Value unview(Value v) { return v.is_view() ? materialize_view(v) : v; }
 bool back_view(Value bp, Value y, Value* out, bool three = false);
 // The two parts of a pair sensitivity into out[0], out[1] (the placeholder zero gives two).
 void split_sensitivity(Value s, Value* out);
+// The error of a sensitivity that is not a pair where its value is one (a user's, that does not conform).
+[[noreturn]] void sensitivity_not_pair(Value s, Pos pos = Pos());
 
 }  // namespace vlad

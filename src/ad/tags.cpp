@@ -2,8 +2,6 @@
 // Transformed pairs are pairs of transformed values (paper §4, the pair notation (v1 ,x v2)), so
 // only reals and other tags carry explicit tags; closures carry theirs on their lambda.
 // Zeros are lazy (paper, end of §4): a LazyZero stands for the zero of a value until inspected.
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -15,8 +13,6 @@
 namespace vlad {
 
 namespace {
-
-constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE (Linux 5.14; older headers lack it)
 
 // Structure sharing is preserved (paper, end of §4): while one operation walks a structure, its
 // results for the pairs it has already met are reused, so a DAG of n pairs costs O(n) even when
@@ -56,15 +52,9 @@ struct PairMemo {
     if (!table) throw memory_error();
     mask = cap - 1;
     used = 0;
-    populate(table, cap * sizeof(Entry));
-  }
-  // A large table is fresh memory (calloc maps it, zero pages), which the probes would first read
-  // (a fault mapping the shared zero page) and then write (a second fault, copying it): asked of
-  // the kernel at once, in one call (no-op where MADV_POPULATE_WRITE is missing, before Linux 5.14).
-  static void populate(void* p, size_t bytes) {
-    if (bytes < (1u << 20)) return;
-    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
-    if (hi > lo) madvise((void*)lo, hi - lo, kPopulateWrite);
+    // A large table is fresh memory (calloc maps it, zero pages), which the probes would first
+    // read (a fault mapping the shared zero page) and then write (a second fault, copying it).
+    if (cap * sizeof(Entry) >= (1u << 20)) populate_pages(table, cap * sizeof(Entry));
   }
   void insert(Value a, Value b, Value r) {
     if (2 * (used + 1) > mask + 1) {  // at most half full
@@ -586,14 +576,17 @@ Value strip_tags(Value v) {
   }
 }
 
+void sensitivity_not_pair(Value s, Pos pos) {
+  throw Error("a sensitivity and its value do not conform: the sensitivity of a pair is a pair, got " + write_brief(s), pos);
+}
+
 void split_sensitivity(Value s, Value* out) {
   if (s.is_zero_sens()) {
     out[0] = out[1] = s;
     return;
   }
   s = force(s);
-  if (!is_pair(s))
-    throw Error("a sensitivity and its value do not conform: the sensitivity of a pair is a pair, got " + write_brief(s));
+  if (!is_pair(s)) sensitivity_not_pair(s);
   out[0] = car(s);
   out[1] = cdr(s);
 }
@@ -957,13 +950,13 @@ Value bundle_raw(Value p, Value t) {
     if (!t.is_real()) nonconform("bundle", p, t);
     return make_bundle(p, t);
   }
+  if (different_atoms(p, t)) nonconform("bundle", p, t);  // (two booleans, primitives, strings)
   if (!p.is_obj()) {
     // (a tangent without a real in it is no tangent at all: the sensitivity of a procedure
     // argument, a primitive, summed with () under reverse over forward over reverse mode)
-    if ((t != p && !(p.is_bool() && t.is_bool()) && !inert(t)) || different_atoms(p, t)) nonconform("bundle", p, t);
+    if (t != p && !(p.is_bool() && t.is_bool()) && !inert(t)) nonconform("bundle", p, t);
     return p;
   }
-  if (different_atoms(p, t)) nonconform("bundle", p, t);  // (two primitives, two strings)
   switch (kind_of(p)) {
     case Kind::Pair:
       if (!is_pair(t)) nonconform("bundle", p, t);

@@ -120,8 +120,7 @@ namespace {
   if (pattern == car_name || pattern == cdr_name)  // the prelude's inlined car and cdr
     throw Error(std::string(pattern) + ": expected a pair, got " + write_brief(v), pos);
   if (pattern && pattern[0] == '\x01') count_error(v, pattern, pos);
-  if (pattern && !strcmp(pattern, "(cons a d)"))  // (the transforms' projections of a sensitivity)
-    throw Error("a sensitivity and its value do not conform: the sensitivity of a pair is a pair, got " + write_brief(v), pos);
+  if (pattern && !strcmp(pattern, "(cons a d)")) sensitivity_not_pair(v, pos);  // (the transforms' projections of one)
   throw Error("value " + write_brief(v) + " does not match pattern " + (pattern ? pattern : "?"), pos);
 }
 

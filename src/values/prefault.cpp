@@ -188,4 +188,9 @@ void start_prefaulter() {
   GC_set_on_heap_resize(on_heap_resize);
 }
 
+void populate_pages(void* p, size_t bytes) {
+  uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+  if (hi > lo) madvise((void*)lo, hi - lo, MADV_POPULATE_WRITE);
+}
+
 }  // namespace vlad

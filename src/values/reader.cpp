@@ -432,8 +432,12 @@ gc_vector<TopForm> read_program(const std::string& text, const char* file, bool 
   // A UTF-8 byte-order mark (some editors save one) is not part of the program; nor is a first
   // line starting with #! (an executable script's interpreter line).
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) r.i = 3;
-  if (text.compare(r.i, 2, "#!") == 0)
+  // (and, recovering, the rest of an unreadable answer's line: `car ===> #<procedure car>` is one
+  // failed check, not a second form `car>`)
+  auto rest_of_line = [&]() {
     while (!r.eof() && r.peek() != '\n') r.advance();
+  };
+  if (text.compare(r.i, 2, "#!") == 0) rest_of_line();
   gc_vector<TopForm> out;
   const char* arrow = intern("===>");
   auto note = [&](TopForm& t, const Error& e) {
@@ -454,11 +458,6 @@ gc_vector<TopForm> read_program(const std::string& text, const char* file, bool 
     if (r.skip_datum_text()) return true;
     r.i = text.size();
     return false;
-  };
-  // (recover) The rest of an unreadable answer's line: `car ===> #<procedure car>` is one failed
-  // check, not a second form `car>`.
-  auto rest_of_line = [&]() {
-    while (!r.eof() && r.peek() != '\n') r.advance();
   };
   for (;;) {
     r.skip();

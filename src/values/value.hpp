@@ -141,6 +141,9 @@ void gc_free_uncollectable(void* p);  // what gc_alloc_uncollectable gave
 void release_free_lists();
 // Starts the thread that faults in the collector's new heap sections on another core (prefault.cpp).
 void start_prefaulter();
+// Faults in the whole pages of [p, p + bytes) for writing, in one call on this thread
+// (MADV_POPULATE_WRITE; nothing where the kernel lacks it).
+void populate_pages(void* p, size_t bytes);
 // (its look for new mappings: the parts of the sorted ranges `now` that `before` does not cover)
 using Range = std::pair<uintptr_t, uintptr_t>;
 void uncovered_ranges(const std::vector<Range>& before, const std::vector<Range>& now, std::vector<Range>& out);
