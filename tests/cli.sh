@@ -867,6 +867,18 @@ repl_check "prompt appears" '^vlad> ' 10
 type_line '(define (sq x) (* x x))'
 type_line '(sq 12)'
 repl_check "value of an expression is printed" '^144$'
+# Ctrl-C reaches the thread reading input: every other thread of the REPL blocks SIGINT (a helper
+# that took libedit's re-sent signal set the drop flag late: the dropped input was evaluated)
+vpid=$(pgrep -P "$(T list-panes -t vlad -F '#{pane_pid}')" -x vlad | head -1)
+helpers=0; unblocked=""
+for st in /proc/$vpid/task/*/status; do
+  tid=${st#/proc/$vpid/task/}; tid=${tid%/status}
+  [ "$tid" = "$vpid" ] && continue
+  helpers=$((helpers + 1))
+  (( 0x$(awk '/^SigBlk/ {print $2}' "$st") & 2 )) || unblocked="$unblocked $tid"
+done
+if [ -n "$vpid" ] && [ "$helpers" -ge 1 ] && [ -z "$unblocked" ]; then ok "repl: helper threads ($helpers) block SIGINT"
+else notok "repl: helper threads block SIGINT" "pid '$vpid', $helpers helpers, unblocked:$unblocked"; fi
 type_line '(car 5)'
 repl_check "an error prints 'error' with a location <repl:N>:1:1" '<repl:[0-9]+>:1:1: error: .*car'
 type_line '(sq 13)'

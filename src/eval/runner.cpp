@@ -200,6 +200,7 @@ Worker* start_worker() {
   int rc = -1;
   if (w->stack) {
     pthread_attr_setstack(&attr, w->stack, w->size);
+    SigintBlocked quiet;  // (Ctrl-C during its evaluation: the waiting thread's handler sets the flag)
     rc = pthread_create(&w->thread, &attr, worker_main, w);  // GC_pthread_create via gc.h
   }
   pthread_attr_destroy(&attr);

@@ -167,6 +167,7 @@ static void* gc_stress_thread(void*) {
 static void start_gc_stress_thread() {
   if (!gc_stress_thread_us()) return;
   pthread_t t;
+  SigintBlocked quiet;
   if (pthread_create(&t, nullptr, gc_stress_thread, nullptr) == 0) pthread_detach(t);  // (GC_pthread_create)
 }
 static bool gc_stress_on() { return gc_stress_period() || gc_stress_thread_us(); }

@@ -19,6 +19,7 @@
 // or more (on one, it would only move the work) and the kernel has MADV_POPULATE_WRITE (5.14);
 // VLAD_PREFAULT=0 leaves it out.
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -184,9 +185,18 @@ void start_prefaulter() {
   GC_word size = GC_get_heap_size();
   prefaulter->heap_size = size;
   // std::thread: libstdc++'s pthread_create, not the collector's, so the thread is not registered
+  SigintBlocked quiet;
   std::thread(prefault_main, size).detach();
   GC_set_on_heap_resize(on_heap_resize);
 }
+
+SigintBlocked::SigintBlocked() {
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &s, &saved_);
+}
+SigintBlocked::~SigintBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
 
 void populate_pages(void* p, size_t bytes) {
   uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;

@@ -1,6 +1,7 @@
 // value.hpp — the representation of every VLAD value.
 // A Value is one 64-bit word: reals are unboxed doubles (NaN-boxed), heap objects are raw pointers.
 #pragma once
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -144,6 +145,19 @@ void start_prefaulter();
 // Faults in the whole pages of [p, p + bytes) for writing, in one call on this thread
 // (MADV_POPULATE_WRITE; nothing where the kernel lacks it).
 void populate_pages(void* p, size_t bytes);
+// While one lives, SIGINT is blocked on this thread, so that a helper thread created meanwhile
+// starts with it blocked and keeps it so: a Ctrl-C then always reaches the thread that waits for
+// input or for an evaluation. (libedit's handler passes the signal on by kill(0, SIGINT) with SIGINT
+// blocked in its own thread; a helper that took it set the REPL's flag only once it was scheduled,
+// which could be after readline had returned: the input Ctrl-C dropped was evaluated.)
+class SigintBlocked {
+  sigset_t saved_;
+ public:
+  SigintBlocked();
+  ~SigintBlocked();
+  SigintBlocked(const SigintBlocked&) = delete;
+  SigintBlocked& operator=(const SigintBlocked&) = delete;
+};
 // (its look for new mappings: the parts of the sorted ranges `now` that `before` does not cover)
 using Range = std::pair<uintptr_t, uintptr_t>;
 void uncovered_ranges(const std::vector<Range>& before, const std::vector<Range>& now, std::vector<Range>& out);
