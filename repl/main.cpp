@@ -1,10 +1,12 @@
 // main.cpp — the `vlad` program (SPEC §6): REPL, script runner, -e, --check, --meter.
 // Every evaluation runs on a large dedicated stack; errors print as file:line:col plus a trace.
 #include <editline/readline.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -62,9 +64,14 @@ const char* usage =
 
 // "2G", "512M", "64k", "1000000" (bytes; suffixes are powers of 1024). 0 when malformed.
 size_t parse_size(const std::string& s) {
+  // (decimal only: strtod alone took "nan", "inf" and hexadecimal "0x1p21")
+  size_t digits = 0, k = 0;
+  for (; k < s.size() && (isdigit((unsigned char)s[k]) || s[k] == '.'); k++) digits += s[k] != '.';
+  if (!digits) return 0;
   char* end = nullptr;
-  double v = strtod(s.c_str(), &end);
-  if (end == s.c_str() || v <= 0) return 0;
+  double v = strtod(s.substr(0, k).c_str(), &end);
+  if (*end || v <= 0) return 0;
+  end = const_cast<char*>(s.c_str() + k);
   std::string suffix(end);
   double mult = 1;
   if (suffix == "k" || suffix == "K") mult = 1024.0;
@@ -73,7 +80,8 @@ size_t parse_size(const std::string& s) {
   else if (suffix == "t" || suffix == "T") mult = 1024.0 * 1024 * 1024 * 1024;
   else if (!suffix.empty()) return 0;
   double bytes = v * mult;
-  return bytes < 1 << 20 ? 0 : (size_t)bytes;  // under 1 MiB: too small to start
+  // under 4 MiB: too small to start (the prelude needs ~2); over 2^60: not a size
+  return bytes < (4 << 20) || bytes > std::ldexp(1.0, 60) ? 0 : (size_t)bytes;
 }
 
 // A whole positive decimal number (no trailing characters): false when `s` is not one.
@@ -99,11 +107,6 @@ void report_error(const std::string& text) {
   std::cerr << text << "\n";
 }
 
-std::string dir_of(const std::string& path) {
-  size_t k = path.rfind('/');
-  return k == std::string::npos ? "." : path.substr(0, k);
-}
-
 // Runs a whole program text, printing each top-level value. Returns false on error.
 // `file` names the text in positions; `from_file`: it is that file's contents (not a REPL input).
 bool run_program(Interp& in, const std::string& text, const std::string& file, std::string& err, bool from_file) {
@@ -116,7 +119,7 @@ bool run_program(Interp& in, const std::string& text, const std::string& file, s
   try {
     run_on_big_stack(&in, [&] {
       RunOptions opt;
-      opt.dir = dir_of(file);
+      opt.dir = from_file ? dir_of(file) : "";  // (-e, standard input, the REPL: no including file)
       run_text(in, text, intern(file), opt, [](Value v, Pos pos) {
         std::string shown;
         try {
@@ -268,17 +271,30 @@ int repl(Interp& in) {
 }  // namespace
 
 int run_main(int argc, char** argv) {
+  // A descriptor 0, 1 or 2 the caller closed is /dev/null here: else the next file opened (the
+  // prefaulter's /proc/self/maps) would take it, and `vlad -` would read that as its program.
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      int n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (n >= 0 && n != fd) close(n);  // (the lowest free descriptor: fd itself)
+    }
   vlad::gc_init();  // on the main thread, before any evaluation thread exists
   std::ios::sync_with_stdio(false);
   std::vector<std::string> includes, checks;
   std::string file, expr;
-  bool have_expr = false, meter = false, check = false;
+  bool have_file = false, have_expr = false, meter = false, check = false, options_done = false;
   long depth_limit = 0;
   int jit = -1;  // unset: the interpreter's default
   long jit_threshold = 0;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
-    if (!file.empty()) break;  // the rest are the program's arguments
+    if (have_file) break;  // the rest are the program's arguments
+    if (options_done) {  // (after --: a file, whatever its name)
+      if (check) checks.push_back(a);
+      else file = a, have_file = true;
+      continue;
+    }
+    if (a == "--") { options_done = true; continue; }
     if (a == "--help" || a == "-h") { std::cout << usage; return 0; }
     if (a == "--version") { std::cout << "vlad " << VLAD_VERSION << "\n"; return 0; }
     if (a == "-I") {
@@ -309,7 +325,7 @@ int run_main(int argc, char** argv) {
     } else if (a == "--heap-limit") {
       size_t bytes = 0;
       if (i + 1 >= argc || !(bytes = parse_size(argv[++i]))) {
-        std::cerr << "vlad: --heap-limit needs a size of at least 1M, such as 2G, 512M or 1048576\n";
+        std::cerr << "vlad: --heap-limit needs a size of at least 4M, such as 2G, 512M or 4194304\n";
         return 2;
       }
       set_heap_limit(bytes);
@@ -322,13 +338,14 @@ int run_main(int argc, char** argv) {
       checks.push_back(a);
     } else {
       file = a;
+      have_file = true;
     }
   }
   if (check && have_expr) { std::cerr << "vlad: -e and --check cannot be combined\n" << usage; return 2; }
   if (check && meter) { std::cerr << "vlad: --meter and --check cannot be combined\n" << usage; return 2; }
-  if (have_expr && !file.empty()) { std::cerr << "vlad: -e and a FILE cannot be combined\n" << usage; return 2; }
+  if (have_expr && have_file) { std::cerr << "vlad: -e and a FILE cannot be combined\n" << usage; return 2; }
   if (check && checks.empty()) { std::cerr << "vlad: --check needs at least one file\n" << usage; return 2; }
-  if (meter && file.empty() && !have_expr) { std::cerr << "vlad: --meter needs a file\n" << usage; return 2; }
+  if (meter && !have_file && !have_expr) { std::cerr << "vlad: --meter needs a file\n" << usage; return 2; }
 
   // An interpreter with the prelude loaded and the options applied (null, with a message, if the
   // prelude fails). Starting one costs well under a millisecond.
@@ -365,9 +382,10 @@ int run_main(int argc, char** argv) {
       std::string text;
       try {
         text = f == "-" ? stdin_rest() : read_file(f);
-      } catch (const Error& e) {
-        std::cerr << "vlad: " << e.what() << "\n";
-        return 2;
+      } catch (const Error& e) {  // that file's check fails; the others are checked
+        report_error(f + ": FAIL: " + e.what());
+        failed++;
+        continue;
       }
       std::string report;
       CheckResult r;
@@ -375,7 +393,7 @@ int run_main(int argc, char** argv) {
         begin_program(in, f == "-" ? "" : f);
         in.interrupt = false;
         interruptible = &in;
-        run_on_big_stack(&in, [&] { r = check_text(in, text, f.c_str(), dir_of(f), report); });
+        run_on_big_stack(&in, [&] { r = check_text(in, text, f.c_str(), f == "-" ? "" : dir_of(f), report); });
       } catch (const Error& e) {  // (check_text reports each form's errors itself: this is the rest)
         report += e.located() + "\n";
         r.failed++;
@@ -390,7 +408,7 @@ int run_main(int argc, char** argv) {
     return failed ? 1 : 0;
   }
 
-  if (have_expr || !file.empty()) {
+  if (have_expr || have_file) {
     std::string text, name;
     if (have_expr) {
       text = expr;
@@ -422,7 +440,8 @@ int main(int argc, char** argv) {
   // Output that could not be written (a full disk, a closed pipe's reader gone): not a success.
   std::cout.flush();
   if (!std::cout) {
-    std::cerr << "vlad: error writing standard output (is the disk full, or the reader gone?)\n";
+    if (rc == 0)  // (else reported: a print that failed raised its error)
+      std::cerr << "vlad: error writing standard output (is the disk full, or the reader gone?)\n";
     return rc ? rc : 1;
   }
   return rc;

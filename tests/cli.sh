@@ -151,8 +151,13 @@ run "$V" adir
 if [ $RC -eq 2 ] && [ "$ERR" = "vlad: cannot open file adir: it is a directory" ]; then ok "a directory as the program: exit 2 and a message"
 else notok "a directory as the program" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 run "$V" --check adir
-if [ $RC -eq 2 ] && [ "$ERR" = "vlad: cannot open file adir: it is a directory" ]; then ok "--check of a directory: exit 2 and a message"
-else notok "--check of a directory" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+if [ $RC -eq 1 ] && [ "$ERR" = "adir: FAIL: cannot open file adir: it is a directory" ] && [ "$OUT" = "0 passed, 1 failed" ]; then ok "--check of a directory: that file's check fails, with a message"
+else notok "--check of a directory" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+# --check goes on past a file it cannot open (it stopped there: the files after it were not checked)
+printf '(= 1 1)\n' >chk-ok.vlad
+run "$V" --check chk-ok.vlad no-such-file.vlad chk-ok.vlad
+if [ $RC -eq 1 ] && [ "$OUT" = "2 passed, 1 failed" ] && [ "$ERR" = "no-such-file.vlad: FAIL: cannot open file no-such-file.vlad" ]; then ok "--check: a missing file fails alone, the files after it are checked"
+else notok "--check: a missing file fails alone" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 
 # ---------------------------------------------------------------- errors and traces
 printf '(define (h x)\n  (+ 1 (car x)))\n(h 5)\n' >err1.vlad
@@ -429,7 +434,7 @@ got4=$("$V" --check partial-check.vlad 2>&1 | head -2 | tr '\n' '|')
 if [ "$got" = "x = |partial.vlad:3:12: error: car: expected a pair, got 5|" ] &&
    [ "$got2" = "partial|<command line>:2:1: error: car: expected a pair, got 5|" ] &&
    [ "$(printf '%s' "$got3" | cut -d'|' -f1,2,4,5)" = "partial|<repl:2>:1:1: error: car: expected a pair, got 5|ok|<repl:4>:1:1: error: car: expected a pair, got 6" ] &&
-   [ "$got4" = "partial|partial-check.vlad:2:1: FAIL: (car 5)|" ]; then ok "an error after a partial output line starts a line of its own"
+   [ "$got4" = "partial|partial-check.vlad:2:1: FAIL: (car 5): expected 1, raised partial-check.vlad:2:1: error: car: expected a pair, got 5|" ]; then ok "an error after a partial output line starts a line of its own"
 else notok "an error after a partial output line starts a line of its own" "got '$got' '$got2' '$got3' '$got4'"; fi
 
 # () as an expression: located at its '(' (it was at its ')'), with a hint for the empty list
@@ -480,9 +485,7 @@ want_err='chk-annot.vlad:2:13: error: malformed expected answer (error 5): write
 chk-annot.vlad:3:14: error: malformed expected answer (error): write (error "text"), with text that the error'"'"'s message contains
 chk-annot.vlad:4:14: error: malformed expected answer (error car): write (error "text"), with text that the error'"'"'s message contains
 chk-annot.vlad:7:13: error: bad numeral 9.0.0
-chk-annot.vlad:8:1: FAIL: (sq 4)
-    expected: 17
-    got:      16
+chk-annot.vlad:8:1: FAIL: (sq 4): expected 17, got 16
 chk-annot.vlad:9:5: error: bad numeral 1.2.3'
 if [ $RC -eq 1 ] && [ "$OUT" = "3 passed, 6 failed" ] && [ "$ERR" = "$want_err" ]; then ok "--check: malformed (error ...) answers and unreadable forms fail alone, the rest are checked"
 else notok "--check: malformed (error ...) answers and unreadable forms fail alone" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
@@ -506,12 +509,68 @@ printf '(+ 1 1) ===> 2\n(+ 1 #z) ===> 3\n(+ 2 2) ===> 4\ncar ===> #<procedure ca
 run "$V" --check chk-open.vlad
 want_err="chk-open.vlad:2:6: error: bad syntax #z
 chk-open.vlad:4:10: error: bad syntax #<procedure
-chk-open.vlad:6:1: FAIL: (+ 1 1)
-    expected: 3
-    got:      2
+chk-open.vlad:6:1: FAIL: (+ 1 1): expected 3, got 2
 chk-open.vlad:7:6: error: unbalanced parentheses: missing ')' for the list opened here"
 if [ $RC -eq 1 ] && [ "$OUT" = "3 passed, 4 failed" ] && [ "$ERR" = "$want_err" ]; then ok "--check: unreadable forms and answers fail once; an open form at the end fails alone"
 else notok "--check: unreadable forms and answers fail once; an open form at the end fails alone" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
+# --check: the annotations of an included file are checked in place (they were skipped); a
+# value with a tagged cdr prints dotted, `(1 . (forward ...))`, and that answer matches it
+mkdir -p chkinc
+printf '(define zz 5)\n(+ 1 1) ===> 3\n(* 2 2) ===> 4\n' >chkinc/lib.vlad
+printf '(include "chkinc/lib")\n(= zz 5)\n(cons 1 (bundle 2 (perturb 3))) ===> (1 . (forward 2 (perturbation 3)))\n(list 1 2) ===> (1 . (2 . ()))\n' >chk-inc.vlad
+run "$V" --check chk-inc.vlad
+if [ $RC -eq 1 ] && [ "$OUT" = "4 passed, 1 failed" ] && [ "$ERR" = "./chkinc/lib.vlad:2:1: FAIL: (+ 1 1): expected 3, got 2" ]; then ok "--check: an included file's annotations are checked; dotted answers match"
+else notok "--check: an included file's annotations are checked; dotted answers match" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
+# include from -e (no including file): the -I directories before the current one
+mkdir -p incdir
+printf '(define (which) 1)\n' >ord.vlad
+printf '(define (which) 2)\n' >incdir/ord.vlad
+run "$V" -I incdir -e '(include "ord")' -e '(which)'
+expect "include from -e: -I directories before the current directory" 0 "2"
+
+# --heap-limit: at least 4M (1M could not load the prelude), decimal sizes only
+bad=""
+for s in 1M 3M nan inf 0x1p23 1e30G; do run "$V" --heap-limit "$s" -e 1; [ $RC -eq 2 ] || bad="$bad $s"; done
+run "$V" --heap-limit 4M -e '(+ 1 2)'
+if [ -z "$bad" ] && [ $RC -eq 0 ] && [ "$OUT" = "3" ]; then ok "--heap-limit: 4M works; smaller and non-decimal sizes are refused"
+else notok "--heap-limit: 4M works; smaller and non-decimal sizes are refused" "accepted:$bad; 4M: exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+
+# an empty file name is a file that cannot be opened (it started the REPL, or ran the next word);
+# -- ends the options
+run "$V" "" arg
+if [ $RC -eq 2 ] && [ "$ERR" = "vlad: cannot open file: the file name is empty" ]; then ok "an empty file name: exit 2 and a message"
+else notok "an empty file name: exit 2 and a message" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+printf '(+ 40 2)\n' >./-dash.vlad
+run "$V" -- -dash.vlad
+expect "-- ends the options: a file named like an option runs" 0 "42"
+
+# standard input closed: vlad - reads nothing (the prefaulter's /proc/self/maps took descriptor 0)
+bad=0
+for _ in $(seq 20); do o=$("$V" - <&- 2>&1); [ -z "$o" ] || bad=$((bad + 1)); done
+if [ $bad -eq 0 ]; then ok "standard input closed: vlad - reads an empty program"
+else notok "standard input closed: vlad - reads an empty program" "$bad of 20 runs printed something: $(one_line "$o")"; fi
+
+# the REPL from a pipe: an input that still owes a datum (after ===>, a quote, #;) goes on to the
+# next line (the line was taken as complete: the answer then ran as a form)
+printf "(+ 1 1) ===>\n2\n'\n(1 2)\n(+ 1 2) #;\n(car 5) 7\n" >owed.in
+IN_FILE=owed.in run "$V"
+expect "repl from a pipe: a datum owed after ===>, a quote or #; is read from the next line" 0 "$(printf '2\n(1 2)\n3\n7')"
+
+# output that cannot be written stops the program (a loop printing forever ran on)
+printf '(define (loop i) (begin (write i) (loop (+ i 1))))\n(loop 0)\n' >forever.vlad
+run 20 sh -c "'$V' forever.vlad >/dev/full"
+if [ $RC -eq 1 ] && printf '%s' "$ERR" | head -1 | grep -q '^forever.vlad:1:25: error: write: error writing standard output'; then ok "output to a full disk: the program stops with a located error"
+else notok "output to a full disk: the program stops with a located error" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+got=$( (trap '' PIPE; timeout 20 "$V" forever.vlad 2>/dev/null | head -2; echo "status ${PIPESTATUS[0]}") | tr '\n' ' ')
+if [ "$got" = "0 1 status 1 " ]; then ok "output to a closed pipe with SIGPIPE ignored: the program stops"
+else notok "output to a closed pipe with SIGPIPE ignored: the program stops" "got '$got'"; fi
+
+# a file that cannot be read is an error, not an empty program
+run "$V" /proc/self/mem
+if [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q '^vlad: cannot read file /proc/self/mem: '; then ok "an unreadable file: exit 2 and a message"
+else notok "an unreadable file: exit 2 and a message" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 
 # a value too big to print (2^25 shared leaves: the text is built whole) is an error located at
 # its expression, under a 1.2 GB address-space limit ("error: out of memory", with no location)

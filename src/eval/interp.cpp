@@ -7,7 +7,12 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "../ad/ad.hpp"
 #include "exec.hpp"
@@ -226,11 +231,24 @@ Cell* Interp::cell(const char* name, bool prelude) {
 std::string read_file(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw Error("cannot open file " + path + ": it is a directory");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot open file " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  if (path.empty()) throw Error("cannot open file: the file name is empty");
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("cannot open file " + path);
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) { text.append(buf, (size_t)n); continue; }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {  // (an unreadable file is not an empty one)
+      std::string why = strerror(errno);
+      close(fd);
+      throw Error("cannot read file " + path + ": " + why);
+    }
+    break;
+  }
+  close(fd);
+  return text;
 }
 
 namespace {
@@ -240,16 +258,12 @@ bool file_exists(const std::string& p) {
   return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-std::string dir_of(const std::string& path) {
-  size_t k = path.rfind('/');
-  return k == std::string::npos ? "." : path.substr(0, k);
-}
-
 std::string find_include(Interp& in, const std::string& name, const std::string& dir, Pos pos) {
   std::string file = name;
   size_t slash = file.rfind('/');
   if (file.find('.', slash == std::string::npos ? 0 : slash) == std::string::npos) file += ".vlad";
-  std::vector<std::string> dirs{dir};
+  std::vector<std::string> dirs;
+  if (!dir.empty()) dirs.push_back(dir);  // (none for -e, standard input, the REPL)
   dirs.insert(dirs.end(), in.include_dirs.begin(), in.include_dirs.end());
   dirs.push_back(".");
   for (const auto& d : dirs) {
@@ -284,14 +298,26 @@ bool within(Pos at, Sx* form) {
 }
 }  // namespace
 
-void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<void(Value, Pos)>& on_value) {
+std::string dir_of(const std::string& path) {
+  size_t k = path.rfind('/');
+  return k == std::string::npos ? "." : path.substr(0, k);
+}
+
+bool include_target(Interp& in, Sx* form, const RunOptions& opt, std::string& path) {
   static const char* include = intern("include");
-  if (form->type == Sx::Pair && sx_is_sym(form->car, include)) {
-    Sx* arg = form->cdr->type == Sx::Pair ? form->cdr->car : nullptr;
-    if (!arg || arg->type != Sx::Str || form->cdr->cdr->type != Sx::Nil)
-      throw Error("include: expected (include \"name\")", form->pos);
-    std::string path = find_include(in, std::string(arg->text, arg->len), opt.dir.empty() ? "." : opt.dir, form->pos);
-    if (!in.included.insert(include_key(path)).second) return;
+  if (form->type != Sx::Pair || !sx_is_sym(form->car, include)) return false;
+  Sx* arg = form->cdr->type == Sx::Pair ? form->cdr->car : nullptr;
+  if (!arg || arg->type != Sx::Str || form->cdr->cdr->type != Sx::Nil)
+    throw Error("include: expected (include \"name\")", form->pos);
+  path = find_include(in, std::string(arg->text, arg->len), opt.dir, form->pos);
+  if (!in.included.insert(include_key(path)).second) path.clear();
+  return true;
+}
+
+void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<void(Value, Pos)>& on_value) {
+  std::string path;
+  if (include_target(in, form, opt, path)) {
+    if (path.empty()) return;
     RunOptions sub = opt;
     sub.dir = dir_of(path);
     run_text(in, read_file(path), intern(path), sub, on_value);

@@ -140,6 +140,12 @@ void run_text(Interp& in, const std::string& text, const char* file, const RunOp
               const std::function<void(Value, Pos)>& on_value);
 // Runs one top-level form (a definition, an expression, an include) as run_text does.
 void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<void(Value, Pos)>& on_value);
+// When form is (include "name"): true, with `path` the file it names (searched from opt.dir, the
+// including file's directory, none when empty; then each -I directory; then the current one),
+// now marked included, or empty when it was included before. Throws for a malformed include or
+// a file not found.
+bool include_target(Interp& in, Sx* form, const RunOptions& opt, std::string& path);
+std::string dir_of(const std::string& path);
 // Top-level definitions are mutually recursive, as if the program were one letrec (SPEC §2): an
 // expression may call a procedure defined further down. Before a program's forms run in order,
 // this makes the first definition of each procedure (a define of a lambda) whose name is not

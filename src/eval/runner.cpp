@@ -335,11 +335,31 @@ bool close(double a, double b) {
   return d <= 1e-10 || d <= 1e-10 * std::max(std::fabs(a), std::fabs(b));
 }
 
+// Tokens of a datum in one spelling: `(a . (b c))` as `(a b c)` and `(a . ())` as `(a)`, as the
+// reader takes them (a value prints a tagged cdr dotted, `(1 . (forward 2 (perturbation 3)))`,
+// which an answer can only be read back as the list `(1 forward 2 (perturbation 3))`).
+std::vector<std::string> normalized_tokens(const std::string& s) {
+  std::vector<std::string> t = tokens(s);
+  for (size_t i = 0; i + 1 < t.size();) {
+    if (t[i] != "." || t[i + 1] != "(") { i++; continue; }
+    size_t j = i + 1;  // its matching ")", which the dotted list's own ")" must follow
+    long depth = 0;
+    for (; j < t.size(); j++) {
+      if (t[j] == "(") depth++;
+      else if (t[j] == ")" && --depth == 0) break;
+    }
+    if (j + 1 >= t.size() || t[j + 1] != ")") { i++; continue; }
+    t.erase(t.begin() + j);
+    t.erase(t.begin() + i, t.begin() + i + 2);
+  }
+  return t;
+}
+
 }  // namespace
 
 bool answer_matches(Value v, const std::string& expected) {
-  auto a = tokens(write_string(v));
-  auto e = tokens(expected);
+  auto a = normalized_tokens(write_string(v));
+  auto e = normalized_tokens(expected);
   if (a.size() != e.size()) return false;
   for (size_t i = 0; i < a.size(); i++) {
     if (a[i] == e[i]) continue;
@@ -384,8 +404,35 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
       if (m && m->type == Sx::Str && rest->cdr->type == Sx::Nil) want_text = std::string(m->text, m->len);
       else bad_answer = Error("malformed expected answer " + sx_to_string(f.expected) + ": write (error \"text\"), with text that the error's message contains", f.expected->pos).located();
     }
-    bool is_define = f.form->type == Sx::Pair &&
-                     (sx_is_sym(f.form->car, intern("define")) || sx_is_sym(f.form->car, intern("include")));
+    bool is_define = f.form->type == Sx::Pair && sx_is_sym(f.form->car, intern("define"));
+    if (!f.expected) {  // (include "name"): its forms in place, their annotations checked too
+      std::string path;
+      bool included = false;
+      try {
+        RunOptions opt;
+        opt.dir = dir;
+        included = include_target(in, f.form, opt, path);
+      } catch (const Error& e) {
+        res.failed++;
+        report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": " + e.what() + "\n";
+        continue;
+      }
+      if (included) {
+        if (path.empty()) continue;  // (included before)
+        std::string sub;
+        try {
+          sub = read_file(path);
+        } catch (const Error& e) {
+          res.failed++;
+          report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": " + e.what() + "\n";
+          continue;
+        }
+        CheckResult r = check_text(in, sub, intern(path), dir_of(path), report);
+        res.passed += r.passed;
+        res.failed += r.failed;
+        continue;
+      }
+    }
     gc_vector<Value> values;
     std::unique_ptr<Error> failure;
     try {
@@ -411,14 +458,16 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
         res.passed++;
       } else {
         res.failed++;
-        report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + "\n    raised: " + e.located() + "\n";
-        if (f.expected) report += "    expected: " + sx_to_string(f.expected) + "\n";
+        std::string raised = e.located();
+        raised = raised.substr(0, raised.find('\n'));
+        report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) +
+                  (f.expected ? ": expected " + sx_to_string(f.expected) + "," : ":") + " raised " + raised + "\n";
       }
       continue;
     }
     if (expect_error) {
       res.failed++;
-      report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + "\n    expected an error containing \"" +
+      report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": expected an error containing \"" +
                 want_text + "\", got " + (values.empty() ? std::string("no value") : write_brief(values.back())) + "\n";
       continue;
     }
@@ -428,7 +477,7 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
         res.passed++;
       } else {
         res.failed++;
-        report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + "\n    expected: " + want + "\n    got:      " +
+        report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": expected " + want + ", got " +
                   (values.empty() ? std::string("no value") : write_brief(values.back())) + "\n";
       }
       continue;
@@ -438,7 +487,7 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
       res.passed++;
     } else {
       res.failed++;
-      report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + "\n    expected #t, got " +
+      report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": expected #t, got " +
                 (values.empty() ? std::string("no value") : write_brief(values.back())) + "\n";
     }
   }

@@ -251,6 +251,12 @@ Value p_real(Prim* p, Value v) {
   if (!strip_tags(v).is_real()) type_error(p, "a real", v);
   return v;
 }
+// Output that cannot be written (a full disk, a pipe whose reader is gone while SIGPIPE is
+// ignored) stops the program: a loop printing forever would otherwise never end.
+void check_output(Prim* p) {
+  if (__builtin_expect(!std::cout.good(), 0))
+    throw Error(std::string(p->name) + ": error writing standard output (is the disk full, or the reader gone?)");
+}
 Value p_write_real(Prim* p, Value v) {
   // (under a derivative, the real it is the primal of: a progress print inside a differentiated
   // optimiser prints its number, as the untransformed program does)
@@ -258,22 +264,26 @@ Value p_write_real(Prim* p, Value v) {
   if (!x.is_real()) type_error(p, "a real", v);
   std::cout << write_string(x) << "\n";
   stdout_mid_line.store(false, std::memory_order_relaxed);
+  check_output(p);
   return v;
 }
-Value p_write(Prim*, Value v) {
+Value p_write(Prim* p, Value v) {
   std::cout << write_string(v) << "\n";
   stdout_mid_line.store(false, std::memory_order_relaxed);
+  check_output(p);
   return v;
 }
-Value p_display(Prim*, Value v) {
+Value p_display(Prim* p, Value v) {
   std::string text = display_string(v);
   std::cout << text;
   if (!text.empty()) stdout_mid_line.store(text.back() != '\n', std::memory_order_relaxed);
+  check_output(p);
   return v;
 }
-Value p_newline(Prim*, Value v) {
+Value p_newline(Prim* p, Value v) {
   std::cout << "\n";
   stdout_mid_line.store(false, std::memory_order_relaxed);
+  check_output(p);
   return v;
 }
 Value p_read_real(Prim* p, Value) {

@@ -512,9 +512,13 @@ gc_vector<TopForm> read_program(const std::string& text, const char* file, bool 
 }
 
 // A scan, not a read: it runs on the REPL's own (small) stack, where a recursive reader could
-// overflow on hostile nesting. Incomplete means an open list, string or block comment.
+// overflow on hostile nesting. Incomplete means an open list, string or block comment, or a datum
+// still owed at the top level: after a quote (' ` , ,@), a datum comment #; or an answer's ===>.
 bool input_complete(const std::string& text) {
-  long depth = 0;
+  long depth = 0, owed = 0;
+  auto datum_done = [&] {
+    if (depth == 0 && owed > 0) owed--;
+  };
   size_t i = 0, n = text.size();
   while (i < n) {
     char c = text[i];
@@ -525,6 +529,7 @@ bool input_complete(const std::string& text) {
         if (text[i] == '\\') i++;
       if (i >= n) return false;
       i++;
+      datum_done();
     } else if (c == '#' && i + 1 < n && text[i + 1] == '|') {
       long nest = 1;
       for (i += 2; i < n && nest > 0;) {
@@ -535,13 +540,28 @@ bool input_complete(const std::string& text) {
       if (nest > 0) return false;
     } else if (c == '#' && i + 1 < n && text[i + 1] == ';') {
       i += 2;  // a datum comment: the datum after it is scanned as any other (not a line comment)
-    } else {
-      if (c == '(' || c == '[') depth++;
-      else if (c == ')' || c == ']') depth--;
+      if (depth == 0) owed++;
+    } else if (c == '(' || c == '[') {
+      depth++;
       i++;
+    } else if (c == ')' || c == ']') {
+      depth--;
+      i++;
+      datum_done();
+    } else if (c == '\'' || c == '`' || c == ',') {
+      i += c == ',' && i + 1 < n && text[i + 1] == '@' ? 2 : 1;
+      if (depth == 0 && owed == 0) owed = 1;  // (the quoted datum; under a #; it is the one owed)
+    } else if (isspace((unsigned char)c)) {
+      i++;
+    } else {  // an atom
+      size_t j = i;
+      while (j < n && !isspace((unsigned char)text[j]) && !strchr("()[]\";'`,", text[j])) j++;
+      if (depth == 0 && text.compare(i, j - i, "===>") == 0) owed++;
+      else datum_done();
+      i = j;
     }
   }
-  return depth <= 0;
+  return depth < 0 || (depth == 0 && owed == 0);
 }
 
 std::string sx_to_string(const Sx* s) {

@@ -183,10 +183,6 @@ void save_last(const std::string& text) {
   close(fd);
 }
 
-std::string dir_of(const std::string& path) {
-  size_t k = path.rfind('/');
-  return k == std::string::npos ? "." : path.substr(0, k);
-}
 
 // ---- mutations ----
 struct Rng {
