@@ -183,8 +183,8 @@ int repl(Interp& in) {
         break;
       }
       if (!line) {
+        if (tty) std::cout << "\n";  // (after the prompt: what follows starts a line of its own)
         if (text.empty()) {
-          if (tty) std::cout << "\n";
           if (!histfile.empty()) write_history(histfile.c_str());
           return 0;
         }
@@ -319,7 +319,7 @@ int run_main(int argc, char** argv) {
       if (jit && !jit_supported()) std::cerr << "vlad: no native tier on this machine; interpreting\n";
     } else if (a == "--jit-threshold") {
       if (i + 1 >= argc || !parse_positive(argv[++i], jit_threshold) || jit_threshold > UINT32_MAX) {
-        std::cerr << "vlad: --jit-threshold needs a positive number\n";
+        std::cerr << "vlad: --jit-threshold needs a positive number, at most 4294967295\n";
         return 2;
       }
     } else if (a == "--heap-limit") {
@@ -393,7 +393,7 @@ int run_main(int argc, char** argv) {
         begin_program(in, f == "-" ? "" : f);
         in.interrupt = false;
         interruptible = &in;
-        run_on_big_stack(&in, [&] { r = check_text(in, text, f.c_str(), f == "-" ? "" : dir_of(f), report); });
+        run_on_big_stack(&in, [&] { r = check_text(in, text, f == "-" ? "<stdin>" : f.c_str(), f == "-" ? "" : dir_of(f), report); });
       } catch (const Error& e) {  // (check_text reports each form's errors itself: this is the rest)
         report += e.located() + "\n";
         r.failed++;

@@ -63,7 +63,7 @@ run "$V" --depth-limit 10abc -e '(+ 1 1)'; got="$got$RC $(printf '%s' "$ERR" | h
 run "$V" --jit-threshold 1x -e '(+ 1 1)'; got="$got$RC $(printf '%s' "$ERR" | head -1)|"
 run "$V" -e '(+ 1 1)' opt-ok.vlad; got="$got$RC $(printf '%s' "$ERR" | head -1)|"
 run "$V" -e '(+ 1 1)' --check opt-ok.vlad; got="$got$RC $(printf '%s' "$ERR" | head -1)|"
-want="2 vlad: --depth-limit needs a positive number|2 vlad: --jit-threshold needs a positive number|2 vlad: -e and a FILE cannot be combined|2 vlad: -e and --check cannot be combined|"
+want="2 vlad: --depth-limit needs a positive number|2 vlad: --jit-threshold needs a positive number, at most 4294967295|2 vlad: -e and a FILE cannot be combined|2 vlad: -e and --check cannot be combined|"
 if [ "$got" = "$want" ]; then ok "option values with junk, -e with a FILE or --check: exit 2 with a message"
 else notok "option values with junk, -e with a FILE or --check" "got '$(one_line "$got")'"; fi
 run "$V" --check opt-ok.vlad --jit=off opt-ok.vlad
