@@ -567,6 +567,10 @@ got=$( (trap '' PIPE; timeout 20 "$V" forever.vlad 2>/dev/null | head -2; echo "
 if [ "$got" = "0 1 status 1 " ]; then ok "output to a closed pipe with SIGPIPE ignored: the program stops"
 else notok "output to a closed pipe with SIGPIPE ignored: the program stops" "got '$got'"; fi
 
+# write escapes a string's control characters as the reader reads them (a TAB or a BEL was raw)
+run "$V" -e '"a\tb\x7;c\r\x1;"'
+expect "write escapes control characters in strings" 0 '"a\tb\ac\r\x1;"'
+
 # a file that cannot be read is an error, not an empty program
 run "$V" /proc/self/mem
 if [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q '^vlad: cannot read file /proc/self/mem: '; then ok "an unreadable file: exit 2 and a message"

@@ -531,7 +531,7 @@ std::string Error::report() const {
     // says nothing to the user; the caller does
     bool library = t.pos.file && (!std::strcmp(t.pos.file, "<prelude>") || !std::strcmp(t.pos.file, "<rules>"));
     if (!library) out += "\n  in " + t.name + " at " + pos_string(t.pos);
-    else out += "\n  in " + t.name + ", called by " + (i + 1 < trace.size() ? trace[i + 1].name : "the AD library");
+    else out += "\n  in " + t.name + ", called by " + (i + 1 < trace.size() ? trace[i + 1].name : "the prelude");
     if (t.repeats > 1) out += " (" + std::to_string(t.repeats) + " times)";
   }
   if (trace_dropped) out += "\n  ... and " + std::to_string(trace_dropped) + " more";

@@ -146,7 +146,15 @@ void write(std::string& out, Value v, bool display) {
         char c = s->chars[i];
         if (c == '"' || c == '\\') { out += '\\'; out += c; }
         else if (c == '\n') out += "\\n";
-        else out += c;
+        else if (c == '\t') out += "\\t";
+        else if (c == '\r') out += "\\r";
+        else if (c == '\a') out += "\\a";
+        else if (c == '\b') out += "\\b";
+        else if ((unsigned char)c < 0x20 || c == 0x7f) {  // (the reader's \xHH; reads it back)
+          char buf[8];
+          snprintf(buf, sizeof buf, "\\x%x;", (unsigned char)c);
+          out += buf;
+        } else out += c;
       }
       out += '"';
       return;
