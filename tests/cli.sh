@@ -567,6 +567,11 @@ got=$( (trap '' PIPE; timeout 20 "$V" forever.vlad 2>/dev/null | head -2; echo "
 if [ "$got" = "0 1 status 1 " ]; then ok "output to a closed pipe with SIGPIPE ignored: the program stops"
 else notok "output to a closed pipe with SIGPIPE ignored: the program stops" "got '$got'"; fi
 
+# braces and a dot with nothing after it: messages that say so ("bad numeral 2}", "unexpected ')'")
+got=$(for e in '{+ 1 2}' '(+ 1 2}' "'(1 .)"; do "$V" -e "$e" 2>&1 | head -1; done | tr '\n' '|')
+if [ "$got" = "<command line>:1:1: error: unexpected '{': lists are written with ( ) or [ ]|<command line>:1:7: error: unexpected '}': lists are written with ( ) or [ ]|<command line>:1:6: error: expected a datum after '.'|" ]; then ok "reader: braces and a dot with no datum after it"
+else notok "reader: braces and a dot with no datum after it" "got '$got'"; fi
+
 # write escapes a string's control characters as the reader reads them (a TAB or a BEL was raw)
 run "$V" -e '"a\tb\x7;c\r\x1;"'
 expect "write escapes control characters in strings" 0 '"a\tb\ac\r\x1;"'

@@ -156,7 +156,7 @@ struct Reader {
 
   static bool delimiter(char c) {
     return c == '\0' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '(' || c == ')' ||
-           c == '[' || c == ']' || c == '"' || c == ';' || c == '\'';
+           c == '[' || c == ']' || c == '"' || c == ';' || c == '\'' || c == '{' || c == '}';
   }
 
   // The length of the UTF-8 sequence at src[k], or 0 when it is not one.
@@ -367,6 +367,7 @@ struct Reader {
         advance();
         skip();
         if (eof()) fail("unbalanced parentheses: missing ')' for the list opened here", open);
+        if (peek() == ')' || peek() == ']') fail("expected a datum after '.'", pos());
         *tail = read_datum();
         skip();
         if (eof() || (peek() != ')' && peek() != ']')) fail("expected ')' after the datum following '.'", pos());
@@ -400,6 +401,7 @@ struct Reader {
       return read_list(c == '(' ? ')' : ']', p);
     }
     if (c == ')' || c == ']') fail(std::string("unbalanced parentheses: unexpected '") + c + "'", p);
+    if (c == '{' || c == '}') fail(std::string("unexpected '") + c + "': lists are written with ( ) or [ ]", p);
     if (c == '\'') {
       advance();
       skip();
