@@ -572,6 +572,10 @@ got=$(for e in '{+ 1 2}' '(+ 1 2}' "'(1 .)"; do "$V" -e "$e" 2>&1 | head -1; don
 if [ "$got" = "<command line>:1:1: error: unexpected '{': lists are written with ( ) or [ ]|<command line>:1:7: error: unexpected '}': lists are written with ( ) or [ ]|<command line>:1:6: error: expected a datum after '.'|" ]; then ok "reader: braces and a dot with no datum after it"
 else notok "reader: braces and a dot with no datum after it" "got '$got'"; fi
 
+# the library's internal names are not printed (a derivative's function printed as %tangent-of)
+run "$V" -e '(tangent (j* sin))'
+expect "an internal procedure of the library prints without its name" 0 "(perturbation #<procedure>)"
+
 # write escapes a string's control characters as the reader reads them (a TAB or a BEL was raw)
 run "$V" -e '"a\tb\x7;c\r\x1;"'
 expect "write escapes control characters in strings" 0 '"a\tb\ac\r\x1;"'

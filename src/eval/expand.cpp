@@ -417,6 +417,9 @@ struct Expander {
       if (cl->cdr->type == Sx::Nil) syntax_error("cond: empty else clause", cl);
       return sequence(cl->cdr, out, sc, cl);
     }
+    static const char* arrow = intern("=>");
+    if (cl->cdr->type == Sx::Pair && cl->cdr->car->type == Sx::Sym && cl->cdr->car->text == arrow)
+      syntax_error("cond: => clauses are not supported (bind the test's value with let, then test it)", cl->cdr->car);
     if (i + 1 == clauses.size()) syntax_error("cond: must end in an else clause", whole);
     Var* c = expr(cl->car, out, sc);
     return if_form(

@@ -1,6 +1,7 @@
 // printer.cpp — SPEC §4 printed forms: Scheme notation, shortest round-trip reals, tags at the root.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <unordered_map>
 
@@ -159,10 +160,16 @@ void write(std::string& out, Value v, bool display) {
       out += '"';
       return;
     }
-    case Kind::Prim: out += std::string("#<procedure ") + static_cast<Prim*>(v.as_obj())->name + ">"; return;
+    // (the library's internal names, %tangent-of and the like, are not the user's to see)
+    case Kind::Prim: {
+      const char* name = static_cast<Prim*>(v.as_obj())->name;
+      out += name[0] == '%' ? std::string("#<procedure>") : std::string("#<procedure ") + name + ">";
+      return;
+    }
     case Kind::Closure: {
       Lambda* l = static_cast<Closure*>(v.as_obj())->lambda;
-      if (l->name) out += std::string("#<procedure ") + l->name + ">";
+      bool internal = l->name && l->name[0] == '%' && l->pos.file && !strcmp(l->pos.file, "<prelude>");
+      if (l->name && !internal) out += std::string("#<procedure ") + l->name + ">";
       else out += "#<procedure>";
       return;
     }
