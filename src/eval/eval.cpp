@@ -139,9 +139,16 @@ bool matches_constant(Value v, Value k) {
   return v == k;
 }
 
+[[noreturn]] __attribute__((noinline, cold)) void unbound_error(Binding* b) {
+  std::string msg = std::string("unbound variable ") + b->cell->name;
+  if (is_syntax_keyword(b->cell->name))  // ((reduce cons '()) l): cons is syntax here, as in the paper
+    msg += std::string(" (") + b->cell->name + " is a special form, not a procedure: wrap it in a lambda)";
+  throw Error(msg, b->pos);
+}
+
 Value global_value(Binding* b) {
   Value v = b->cell->value;
-  if (v.is_unbound()) throw Error(std::string("unbound variable ") + b->cell->name, b->pos);
+  if (v.is_unbound()) unbound_error(b);
   if (!*b->xf) return v;
   if (v == b->cache_in) return b->cache_out;
   Value t = v;
