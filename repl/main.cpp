@@ -229,10 +229,16 @@ int repl(Interp& in) {
         // ,load FILE: FILE as include takes it too: quoted, ".vlad" optional
         if (arg.size() >= 2 && arg.front() == '"' && arg.back() == '"') arg = arg.substr(1, arg.size() - 2);
         if (arg.empty()) { command_error(",load FILE: missing file name"); continue; }
+        // (from the current directory, then each -I directory, as an include from the REPL)
         size_t slash = arg.rfind('/');
-        if (access(arg.c_str(), F_OK) != 0 && arg.find('.', slash == std::string::npos ? 0 : slash) == std::string::npos &&
-            access((arg + ".vlad").c_str(), F_OK) == 0)
-          arg += ".vlad";
+        bool bare = arg.find('.', slash == std::string::npos ? 0 : slash) == std::string::npos;
+        std::vector<std::string> dirs{""};
+        if (arg[0] != '/')
+          for (const std::string& d : in.include_dirs) dirs.push_back(d + "/");
+        for (const std::string& d : dirs) {
+          if (access((d + arg).c_str(), F_OK) == 0) { arg = d + arg; break; }
+          if (bare && access((d + arg + ".vlad").c_str(), F_OK) == 0) { arg = d + arg + ".vlad"; break; }
+        }
         std::string body;
         try {
           body = read_file(arg);

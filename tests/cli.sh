@@ -552,6 +552,13 @@ for _ in $(seq 20); do o=$("$V" - <&- 2>&1); [ -z "$o" ] || bad=$((bad + 1)); do
 if [ $bad -eq 0 ]; then ok "standard input closed: vlad - reads an empty program"
 else notok "standard input closed: vlad - reads an empty program" "$bad of 20 runs printed something: $(one_line "$o")"; fi
 
+# ,load searches the -I directories after the current one (as an include from the REPL does)
+mkdir -p ldlib
+printf '(define (lq x) (* x 3))\n' >ldlib/lq.vlad
+printf ',load lq\n(lq 5)\n' >ldlib.in
+IN_FILE=ldlib.in run "$V" -I ldlib
+expect ",load finds a file in an -I directory" 0 "15"
+
 # the REPL from a pipe: an input that still owes a datum (after ===>, a quote, #;) goes on to the
 # next line (the line was taken as complete: the answer then ran as a form)
 printf "(+ 1 1) ===>\n2\n'\n(1 2)\n(+ 1 2) #;\n(car 5) 7\n" >owed.in
