@@ -331,7 +331,7 @@ int run_main(int argc, char** argv) {
     } else if (a == "--heap-limit") {
       size_t bytes = 0;
       if (i + 1 >= argc || !(bytes = parse_size(argv[++i]))) {
-        std::cerr << "vlad: --heap-limit needs a size of at least 4M, such as 2G, 512M or 4194304\n";
+        std::cerr << "vlad: --heap-limit needs a size from 4M to 1048576T, such as 2G, 512M or 4194304\n";
         return 2;
       }
       set_heap_limit(bytes);
