@@ -65,14 +65,11 @@ const char* usage =
 // "2G", "512M", "64k", "1000000" (bytes; suffixes are powers of 1024). 0 when malformed.
 size_t parse_size(const std::string& s) {
   // (decimal only: strtod alone took "nan", "inf" and hexadecimal "0x1p21")
-  size_t digits = 0, k = 0;
-  for (; k < s.size() && (isdigit((unsigned char)s[k]) || s[k] == '.'); k++) digits += s[k] != '.';
-  if (!digits) return 0;
+  size_t k = s.find_first_not_of("0123456789.");
+  std::string number = s.substr(0, k), suffix = k == std::string::npos ? "" : s.substr(k);
   char* end = nullptr;
-  double v = strtod(s.substr(0, k).c_str(), &end);
-  if (*end || v <= 0) return 0;
-  end = const_cast<char*>(s.c_str() + k);
-  std::string suffix(end);
+  double v = strtod(number.c_str(), &end);
+  if (number.find_first_of("0123456789") == std::string::npos || *end || v <= 0) return 0;
   double mult = 1;
   if (suffix == "k" || suffix == "K") mult = 1024.0;
   else if (suffix == "m" || suffix == "M") mult = 1024.0 * 1024;
@@ -229,15 +226,13 @@ int repl(Interp& in) {
         // ,load FILE: FILE as include takes it too: quoted, ".vlad" optional
         if (arg.size() >= 2 && arg.front() == '"' && arg.back() == '"') arg = arg.substr(1, arg.size() - 2);
         if (arg.empty()) { command_error(",load FILE: missing file name"); continue; }
-        // (from the current directory, then each -I directory, as an include from the REPL)
-        size_t slash = arg.rfind('/');
-        bool bare = arg.find('.', slash == std::string::npos ? 0 : slash) == std::string::npos;
-        std::vector<std::string> dirs{""};
-        if (arg[0] != '/')
-          for (const std::string& d : in.include_dirs) dirs.push_back(d + "/");
-        for (const std::string& d : dirs) {
-          if (access((d + arg).c_str(), F_OK) == 0) { arg = d + arg; break; }
-          if (bare && access((d + arg + ".vlad").c_str(), F_OK) == 0) { arg = d + arg + ".vlad"; break; }
+        // (a file that is there as named; else as include finds it: the current directory, then
+        // each -I directory; else the name as given, for the error)
+        if (access(arg.c_str(), F_OK) != 0) {
+          try {
+            arg = find_include(in, arg, ".", Pos());
+          } catch (const Error&) {
+          }
         }
         std::string body;
         try {

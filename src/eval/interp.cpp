@@ -4,9 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -229,9 +227,9 @@ Cell* Interp::cell(const char* name, bool prelude) {
 }
 
 std::string read_file(const std::string& path) {
+  if (path.empty()) throw Error("cannot open file: the file name is empty");
   struct stat st;
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw Error("cannot open file " + path + ": it is a directory");
-  if (path.empty()) throw Error("cannot open file: the file name is empty");
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error("cannot open file " + path);
   std::string text;
@@ -258,20 +256,6 @@ bool file_exists(const std::string& p) {
   return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-std::string find_include(Interp& in, const std::string& name, const std::string& dir, Pos pos) {
-  std::string file = name;
-  size_t slash = file.rfind('/');
-  if (file.find('.', slash == std::string::npos ? 0 : slash) == std::string::npos) file += ".vlad";
-  std::vector<std::string> dirs;
-  if (!dir.empty()) dirs.push_back(dir);  // (none for -e, standard input, the REPL)
-  dirs.insert(dirs.end(), in.include_dirs.begin(), in.include_dirs.end());
-  dirs.push_back(".");
-  for (const auto& d : dirs) {
-    std::string p = file[0] == '/' ? file : d + "/" + file;
-    if (file_exists(p)) return p;
-  }
-  throw Error("include: cannot find " + file, pos);
-}
 
 std::string include_key(const std::string& path) {
   char real[4096];
@@ -297,6 +281,21 @@ bool within(Pos at, Sx* form) {
   return false;
 }
 }  // namespace
+
+std::string find_include(Interp& in, const std::string& name, const std::string& dir, Pos pos) {
+  std::string file = name;
+  size_t slash = file.rfind('/');
+  if (file.find('.', slash == std::string::npos ? 0 : slash) == std::string::npos) file += ".vlad";
+  std::vector<std::string> dirs;
+  if (!dir.empty()) dirs.push_back(dir);  // (none for -e, standard input, the REPL)
+  dirs.insert(dirs.end(), in.include_dirs.begin(), in.include_dirs.end());
+  dirs.push_back(".");
+  for (const auto& d : dirs) {
+    std::string p = file[0] == '/' ? file : d + "/" + file;
+    if (file_exists(p)) return p;
+  }
+  throw Error("include: cannot find " + file, pos);
+}
 
 std::string dir_of(const std::string& path) {
   size_t k = path.rfind('/');

@@ -146,6 +146,9 @@ void run_form(Interp& in, Sx* form, const RunOptions& opt, const std::function<v
 // a file not found.
 bool include_target(Interp& in, Sx* form, const RunOptions& opt, std::string& path);
 std::string dir_of(const std::string& path);
+// The file (include "name") names: name.vlad, or name when it has an extension, in `dir` (the
+// including file's directory; none when empty), then each -I directory, then the current one.
+std::string find_include(Interp& in, const std::string& name, const std::string& dir, Pos pos);
 // Top-level definitions are mutually recursive, as if the program were one letrec (SPEC §2): an
 // expression may call a procedure defined further down. Before a program's forms run in order,
 // this makes the first definition of each procedure (a define of a lambda) whose name is not

@@ -406,12 +406,13 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
     }
     bool is_define = f.form->type == Sx::Pair && sx_is_sym(f.form->car, intern("define"));
     if (!f.expected) {  // (include "name"): its forms in place, their annotations checked too
-      std::string path;
+      std::string path, sub;
       bool included = false;
       try {
         RunOptions opt;
         opt.dir = dir;
         included = include_target(in, f.form, opt, path);
+        if (included && !path.empty()) sub = read_file(path);
       } catch (const Error& e) {
         res.failed++;
         report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": " + e.what() + "\n";
@@ -419,14 +420,6 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
       }
       if (included) {
         if (path.empty()) continue;  // (included before)
-        std::string sub;
-        try {
-          sub = read_file(path);
-        } catch (const Error& e) {
-          res.failed++;
-          report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": " + e.what() + "\n";
-          continue;
-        }
         CheckResult r = check_text(in, sub, intern(path), dir_of(path), report);
         res.passed += r.passed;
         res.failed += r.failed;
