@@ -201,6 +201,22 @@ Value p_string_eq(Prim*, Value a, Value b) { return Value::boolean(string_equal(
 Value p_nullp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_nil()); }
 Value p_booleanp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_bool()); }
 Value p_realp(Prim*, Value v) { return Value::boolean(strip_tags(v).is_real()); }
+// (%reals? y): y is a proper, non-empty list of untagged reals (the prelude's fast basis). A lazy
+// value or a tagged element answers #f: the general way handles them.
+Value p_realsp(Prim*, Value v) {
+  if (pair_view(v) || j_atom_view(v)) return Value::boolean(false);
+  v = forced(v);
+  if (!is_pair(v)) return Value::boolean(false);
+  for (;;) {
+    if (!car(v).is_real()) return Value::boolean(false);
+    Value d = cdr(v);
+    if (d.is_nil()) return Value::boolean(true);
+    if (pair_view(d) || j_atom_view(d)) return Value::boolean(false);
+    d = forced(d);
+    if (!is_pair(d)) return Value::boolean(false);
+    v = d;
+  }
+}
 Value p_pairp(Prim*, Value v) { return Value::boolean(pair_view(v) || (!j_atom_view(v) && is_pair(forced(v)))); }
 Value p_procedurep(Prim*, Value v) {
   if (v.is_view() && !is_data_view(v)) return Value::boolean(true);  // a backpropagator
@@ -536,7 +552,8 @@ std::vector<Row> table() {
            {"perturbation?", p_perturbationp},
            {"forward?", p_forwardp},
            {"sensitivity?", p_sensitivityp},
-           {"reverse?", p_reversep}})
+           {"reverse?", p_reversep},
+           {"%reals?", p_realsp}})
     t.push_back({n, 1, PrimClass::Predicate, f, nullptr, fwd_tagpred(n), rev_tagpred(n)});
   t.push_back({"%zero-sensitivities?", 2, PrimClass::Predicate, nullptr, p_zero_sens2p, "", rev_constant("%zero-sensitivities?")});
   t.push_back({"%string=?", 2, PrimClass::Predicate, nullptr, p_string_eq, "", rev_constant("%string=?")});
