@@ -388,19 +388,19 @@ int run_main(int argc, char** argv) {
         failed++;
         continue;
       }
-      std::string report;
       CheckResult r;
       try {
         begin_program(in, f == "-" ? "" : f);
         in.interrupt = false;
         interruptible = &in;
-        run_on_big_stack(&in, [&] { r = check_text(in, text, f == "-" ? "<stdin>" : f.c_str(), f == "-" ? "" : dir_of(f), report); });
+        // (each failure written when it is found: before the output of the forms after it, and
+        // not lost when a second Ctrl-C ends vlad in a long check)
+        run_on_big_stack(&in, [&] { r = check_text(in, text, f == "-" ? "<stdin>" : f.c_str(), f == "-" ? "" : dir_of(f), report_error); });
       } catch (const Error& e) {  // (check_text reports each form's errors itself: this is the rest)
-        report += e.located() + "\n";
+        report_error(e.located());
         r.failed++;
       }
       interruptible = nullptr;
-      if (!report.empty()) report_error(report.substr(0, report.size() - 1));
       passed += r.passed;
       failed += r.failed;
     }

@@ -523,6 +523,13 @@ run "$V" --check chk-inc.vlad
 if [ $RC -eq 1 ] && [ "$OUT" = "4 passed, 1 failed" ] && [ "$ERR" = "./chkinc/lib.vlad:2:1: FAIL: (+ 1 1): expected 3, got 2" ]; then ok "--check: an included file's annotations are checked; dotted answers match"
 else notok "--check: an included file's annotations are checked; dotted answers match" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 
+# --check writes each failure when it is found: before the output of the forms after it (they
+# were written when the file was done, and lost if a second Ctrl-C ended vlad before that)
+printf '(+ 1 1) ===> 3\n(define d (begin (display "after") (newline)))\n(car 1)\n(+ 2 2) ===> 4\n' >chk-order.vlad
+got=$("$V" --check chk-order.vlad 2>&1 | tr '\n' '|')
+if [ "$got" = "chk-order.vlad:1:1: FAIL: (+ 1 1): expected 3, got 2|after|chk-order.vlad:3:1: FAIL: (car 1): raised chk-order.vlad:3:1: error: car: expected a pair, got 1|1 passed, 2 failed|" ]; then ok "--check: each failure is written when it is found"
+else notok "--check: each failure is written when it is found" "got '$got'"; fi
+
 # include from -e (no including file): the -I directories before the current one
 mkdir -p incdir
 printf '(define (which) 1)\n' >ord.vlad

@@ -371,13 +371,13 @@ bool answer_matches(Value v, const std::string& expected) {
 }
 
 CheckResult check_text(Interp& in, const std::string& text, const char* file, const std::string& dir,
-                       std::string& report) {
+                       const std::function<void(const std::string&)>& report) {
   CheckResult res;
   gc_vector<TopForm> forms;
   try {
     forms = read_program(text, intern(file), true);
   } catch (const Error& e) {
-    report += e.located() + "\n";
+    report(e.located());
     res.failed++;
     return res;
   }
@@ -390,7 +390,7 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
   for (const TopForm& f : forms) {
     if (f.error) {  // a form, or its answer, that could not be read: that check fails alone
       res.failed++;
-      report += Error(f.error, f.error_pos).located() + "\n";
+      report(Error(f.error, f.error_pos).located());
       continue;
     }
     Pos at = f.form->pos;
@@ -415,7 +415,7 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
         if (included && !path.empty()) sub = read_file(path);
       } catch (const Error& e) {
         res.failed++;
-        report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": " + e.what() + "\n";
+        report(pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": " + e.what());
         continue;
       }
       if (included) {
@@ -441,7 +441,7 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
     if (!bad_answer.empty()) {  // (the form ran, as in the program; its answer cannot be compared)
       if (failure) collect_after_heap_limit();
       res.failed++;
-      report += bad_answer + "\n";
+      report(bad_answer);
       continue;
     }
     if (failure) {
@@ -453,15 +453,15 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
         res.failed++;
         std::string raised = e.located();
         raised = raised.substr(0, raised.find('\n'));
-        report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) +
-                  (f.expected ? ": expected " + sx_to_string(f.expected) + "," : ":") + " raised " + raised + "\n";
+        report(pos_string(at) + ": FAIL: " + sx_to_string(f.form) +
+               (f.expected ? ": expected " + sx_to_string(f.expected) + "," : ":") + " raised " + raised);
       }
       continue;
     }
     if (expect_error) {
       res.failed++;
-      report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": expected an error containing \"" +
-                want_text + "\", got " + (values.empty() ? std::string("no value") : write_brief(values.back())) + "\n";
+      report(pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": expected an error containing \"" +
+             want_text + "\", got " + (values.empty() ? std::string("no value") : write_brief(values.back())));
       continue;
     }
     if (f.expected) {
@@ -470,8 +470,8 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
         res.passed++;
       } else {
         res.failed++;
-        report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": expected " + want + ", got " +
-                  (values.empty() ? std::string("no value") : write_brief(values.back())) + "\n";
+        report(pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": expected " + want + ", got " +
+               (values.empty() ? std::string("no value") : write_brief(values.back())));
       }
       continue;
     }
@@ -480,8 +480,8 @@ CheckResult check_text(Interp& in, const std::string& text, const char* file, co
       res.passed++;
     } else {
       res.failed++;
-      report += pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": expected #t, got " +
-                (values.empty() ? std::string("no value") : write_brief(values.back())) + "\n";
+      report(pos_string(at) + ": FAIL: " + sx_to_string(f.form) + ": expected #t, got " +
+             (values.empty() ? std::string("no value") : write_brief(values.back())));
     }
   }
   return res;

@@ -15,12 +15,13 @@ void run_on_big_stack(Interp* in, const std::function<void()>& fn);
 extern size_t eval_stack_bytes;
 
 // SPEC §6 --check: evaluates every form; annotated ones are compared with their answer.
-// Prints failures and the summary line to `out`; returns the number of failures.
+// Each failure's text (one line, or a located error; no final newline) goes to `report` as it
+// happens; returns the counts of checks passed and failed.
 struct CheckResult {
   int passed = 0, failed = 0;
 };
 CheckResult check_text(Interp& in, const std::string& text, const char* file, const std::string& dir,
-                       std::string& report);
+                       const std::function<void(const std::string&)>& report);
 
 // Compares a value with an expected answer written in the printed notation (reals within 1e-10).
 bool answer_matches(Value v, const std::string& expected);

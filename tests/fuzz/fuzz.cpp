@@ -354,7 +354,7 @@ Outcome run_one(Interp* in, const std::string& text, const std::string& dir, boo
       use_altstack();
       if (check_mode) {
         std::string report;
-        CheckResult r = check_text(*in, text, "<fuzz>", dir, report);
+        CheckResult r = check_text(*in, text, "<fuzz>", dir, [&](const std::string& t) { report += t + "\n"; });
         if (r.failed) out = Outcome::Error;
         if (capture) *capture << report;
       } else {
