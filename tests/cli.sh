@@ -866,6 +866,15 @@ done
 run 120 "$V" --heap-limit 1G heap.vlad
 if [ $RC -eq 0 ] && printf '%s' "$OUT" | grep -qE '^-?[0-9]'; then ok "--heap-limit: under it the same gradient completes"
 else notok "--heap-limit: under it the same gradient completes" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+# a non-tail recursion 10^6 deep with little live: the evaluation stack, mapped between two heap
+# sections, had its self-pointers black-listed as heap addresses until every new section was
+# black-listed whole, and the heap grew to the limit: "heap limit exceeded" (every run without
+# the prefaulter; about half the runs with it)
+printf "(define (f n) (if (= n 0) '() (cons 1 (f (- n 1)))))\n(length (f 1000000))\n" >deep-cons.vlad
+for tier in on off; do
+  VLAD_PREFAULT=0 VLAD_JIT=$tier run 120 "$V" --heap-limit 128M deep-cons.vlad
+  expect "--heap-limit: a recursion 10^6 deep that keeps little fits (tier $tier)" 0 1000000
+done
 run "$V" --heap-limit lots heap.vlad
 if [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q 'heap-limit'; then ok "--heap-limit with a bad size exits 2"
 else notok "--heap-limit with a bad size exits 2" "exit $RC, stderr '$(one_line "$ERR")'"; fi

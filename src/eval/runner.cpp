@@ -84,11 +84,22 @@ void set_stack_limit() {
 
 // Evaluation stacks are mapped here so that they can use transparent huge pages: deep recursion
 // then costs one page fault per 2 MiB instead of one per 4 KiB.
+// They are mapped far below where the collector's heap grows (the kernel maps top-down from just
+// below the shared libraries): a stack between two heap sections lies in the range the collector
+// takes for plausible heap addresses, and the words of a deep recursion that point into the stack
+// itself (frame links, addresses of locals: a page of the stack per few frames) were each taken
+// for a pointer to memory the heap might grow into and black-listed. The black list is a hashed
+// bit table, and a stack of hundreds of thousands of pages filled it: every new heap section was
+// then black-listed as a whole, the heap grew to its limit, and a recursion 10^6 deep with
+// almost nothing live failed with "heap limit exceeded". Stacks below the heap are outside that
+// range. (A hint, not MAP_FIXED: where the range is taken the kernel chooses, as before.)
+std::atomic<uintptr_t> next_stack_hint{uintptr_t(1) << 44};  // 16 TiB, growing up
 void* map_stack(size_t* size) {
   void* stack = MAP_FAILED;
   size_t n = eval_stack_bytes;
   for (; n >= (64u << 20); n /= 2) {
-    stack = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    void* hint = reinterpret_cast<void*>(next_stack_hint.fetch_add(n + (64u << 20)));
+    stack = mmap(hint, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (stack != MAP_FAILED) break;
   }
   if (stack == MAP_FAILED) return nullptr;
