@@ -97,7 +97,8 @@ void binary_partials(NativeOp op, double x1, double x2, double& d1, double& d2) 
     }
     case N_EXPT:
       count(I.eq);
-      if (x2 == 0) d1 = 0;
+      if (x2 == 0) count(I.eq);  // (and (= x2 0) (= x1 0))
+      if (x2 == 0 && x1 == 0) d1 = 0;
       else { d1 = x2 * std::pow(x1, x2 - 1); count(I.mul); count(I.expt_); count(I.sub); }
       count(I.gt);
       if (x1 > 0) { d2 = std::pow(x1, x2) * std::log(x1); count(I.mul); count(I.expt_); count(I.log_); }

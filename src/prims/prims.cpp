@@ -523,8 +523,11 @@ std::vector<Row> table() {
   binary("/", p_div, "(/ 1 x2)", "(- 0 (/ x1 (* x2 x2)))");
   binary("atan", p_atan2, "(/ x2 (+ (* x1 x1) (* x2 x2)))", "(- 0 (/ x1 (+ (* x1 x1) (* x2 x2))))");
   // (x1^0 is the constant 1, whose partial is 0 at x1 = 0 too, not 0 * 0^-1 = nan: a polynomial
-  // written with expt had no derivative at 0, nor x^n an (n+1)-th)
-  binary("expt", p_expt, "(if (= x2 0) 0 (* x2 (expt x1 (- x2 1))))", "(if (> x1 0) (* (expt x1 x2) (log x1)) 0)");
+  // written with expt had no derivative at 0, nor x^n an (n+1)-th. Only at x1 = 0: elsewhere the
+  // partial x2 x1^(x2-1) is 0 at x2 = 0 by itself, and keeps its derivative in x2, which a
+  // constant 0 lost where the exponent varies: the third derivative of x^x at 1 was 2, not 3)
+  binary("expt", p_expt, "(if (and (= x2 0) (= x1 0)) 0 (* x2 (expt x1 (- x2 1))))",
+         "(if (> x1 0) (* (expt x1 x2) (log x1)) 0)");
   binary("min", p_min, "(if (<= x1 x2) 1 0)", "(if (<= x1 x2) 0 1)");
   binary("max", p_max, "(if (>= x1 x2) 1 0)", "(if (>= x1 x2) 0 1)");
   unary("sqrt", p_sqrt, "(/ 1 (* 2 (sqrt x)))");
