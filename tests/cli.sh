@@ -631,6 +631,18 @@ else
   if [ $rc -eq 1 ] && [ "$(tail -1 spin.out)" = "1 passed, 1 failed" ] && grep -q '^spin-check\.vlad:2:1: FAIL' spin.err && grep -q 'error: interrupted' spin.err; then ok "Ctrl-C interrupts a --check: that check fails, the rest are checked"
   else notok "Ctrl-C interrupts a --check" "exit $rc, stdout '$(one_line "$(cat spin.out)")', stderr '$(one_line "$(cat spin.err)")'"; fi
 fi
+# Ctrl-C while a large program is read, expanded and compiled (a 400,000-deep expression: ~1.5 s
+# here) stops it there, located in the program (it was noticed only once the form ran: seconds
+# later, "error: interrupted" with no location)
+awk 'BEGIN { n = 400000; for (i = 0; i < n; i++) printf "(+ 1 "; printf "0"; for (i = 0; i < n; i++) printf ")"; print "" }' >deep-read.vlad
+"$V" deep-read.vlad >deep-read.out 2>deep-read.err & pid=$!
+sleep 0.25; kill -INT $pid 2>/dev/null
+for i in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+if kill -0 $pid 2>/dev/null; then kill -KILL $pid; wait $pid 2>/dev/null; notok "Ctrl-C while a large program is read" "still running after SIGINT"
+else wait $pid; rc=$?
+  if [ $rc -eq 1 ] && grep -qE '^deep-read\.vlad:1:[0-9]+: error: interrupted$' deep-read.err && [ ! -s deep-read.out ]; then ok "Ctrl-C while a large program is read and analysed: a located 'interrupted'"
+  else notok "Ctrl-C while a large program is read" "exit $rc, stdout '$(one_line "$(cat deep-read.out)")', stderr '$(one_line "$(cat deep-read.err)")'"; fi
+fi
 mkfifo stdin.fifo
 (sleep 8 >stdin.fifo &)
 "$V" - <stdin.fifo >/dev/null 2>&1 & pid=$!

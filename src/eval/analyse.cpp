@@ -319,6 +319,7 @@ struct Compiler {
     }
     for (size_t i = 0; i < end; i++) {
       Binding& bd = b->binds[i];
+      if ((i & 4095) == 4095) poll_interrupt(bd.pos);  // (a body of a million bindings: Ctrl-C works)
       if (uses(bd.x) == 0 && pure(bd)) continue;
       // (cons value backpropagator) = (f a), taken apart at once: one instruction, and natively
       // implemented callees never build the pair.

@@ -1210,6 +1210,14 @@ void poll_interrupt() {
   if (in && in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
 }
 
+void poll_interrupt(Pos at) {
+  Interp* in = current;
+  if (in && in->interrupt.load(std::memory_order_relaxed)) {
+    in->interrupt = false;
+    throw Error("interrupted", at);
+  }
+}
+
 ptrdiff_t depth_offset_from_work() { return (char*)&eval_depth - (char*)work_address(); }
 
 EnterLayout enter_layout() {
@@ -1516,6 +1524,7 @@ void attach_trace(Error& e, long base) {
 Value run_toplevel(Interp& in, const TopLevel& t) {
   (void)in;
   compile(t.thunk);
+  poll_interrupt(t.pos);  // (a Ctrl-C during the form's analysis: located at the form)
   return apply(closure_of(t.thunk, nullptr), Value::nil(), Pos());
 }
 

@@ -320,8 +320,10 @@ struct Expander {
     return x;
   }
 
+  unsigned exprs = 0;
   Var* expr(Sx* e, Body* out, Scope* sc) {
     const S& k = syms();
+    if ((++exprs & 4095) == 0) poll_interrupt(e->pos);
     switch (e->type) {
       case Sx::Real: return constant(out, Value::real(e->real), e->pos);
       case Sx::Bool: return constant(out, Value::boolean(e->boolean), e->pos);

@@ -106,8 +106,9 @@ std::string syntax_definition_message(const char* name);
 // ---- evaluation (eval.cpp) ----
 Value apply(Value f, Value arg, Pos call_pos = Pos());
 // Raises "interrupted" when this thread's interpreter has been interrupted (Ctrl-C): for long
-// walks outside evaluation (printing).
+// walks outside evaluation (printing); located at `at` (reading and expanding a large program).
 void poll_interrupt();
+void poll_interrupt(Pos at);
 // Applies f to arg for a caller that takes the result pair apart at once: when the callee delivers
 // the two halves (a reverse-transformed body, a native reverse rule) they go to out[0], out[1]
 // and unbound is returned; otherwise the result is returned, to be taken apart by the caller.

@@ -1,6 +1,7 @@
 // reader.cpp — the lexer and reader for VLAD source text.
 // Numerals with #b #o #d #x prefixes, strings, `'`, comments `;` `#| |#` `#;`, and `===>` annotations.
 #include "reader.hpp"
+#include "../eval/interp.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -391,10 +392,12 @@ struct Reader {
     }
   }
 
+  unsigned datums = 0;
   Sx* read_datum() {
     skip();
     if (eof()) fail("unexpected end of input", pos());
     Pos p = pos();
+    if ((++datums & 4095) == 0) poll_interrupt(p);  // (a program of megabytes: Ctrl-C works)
     char c = peek();
     if (c == '(' || c == '[') {
       advance();
