@@ -803,6 +803,13 @@ namespace {
     if (is(in, Kind::Closure) || is(in, Kind::Prim))
       hint = kind_of(f) == Kind::Perturbation ? " (unperturb it to call the procedure)" : " (unsensitize it to call the procedure)";
   }
+  // Under a derivative a non-procedure the program applies is seen bundled or reverse-tagged (the
+  // transformed global `g` of (define g 3) is (forward 3 (perturbation 0))): the message is the
+  // primal call's, of the values the program wrote (as other errors under AD are)
+  if (f.is_obj() && (kind_of(f) == Kind::Bundle || kind_of(f) == Kind::Reverse)) {
+    f = strip_tags(f);
+    arg = strip_tags(arg);
+  }
   throw Error("not a procedure: " + write_brief(f) + " cannot be applied to " + write_brief(arg) + hint);
 }
 
