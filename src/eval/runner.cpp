@@ -92,14 +92,26 @@ void set_stack_limit() {
 // bit table, and a stack of hundreds of thousands of pages filled it: every new heap section was
 // then black-listed as a whole, the heap grew to its limit, and a recursion 10^6 deep with
 // almost nothing live failed with "heap limit exceeded". Stacks below the heap are outside that
-// range. (A hint, not MAP_FIXED: where the range is taken the kernel chooses, as before.)
-std::atomic<uintptr_t> next_stack_hint{uintptr_t(1) << 44};  // 16 TiB, growing up
+// range. The first of 64 slots from 16 TiB that is free (a stack unmapped frees its slot for the
+// next); when none is, where the kernel chooses, as before.
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0  // (older headers: a hint, checked below)
+#endif
+void* map_low(size_t n) {
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK;
+  for (uintptr_t k = 0; k < 64; k++) {
+    void* want = reinterpret_cast<void*>((uintptr_t(1) << 44) + k * (n + (uintptr_t(64) << 20)));
+    void* p = mmap(want, n, PROT_READ | PROT_WRITE, flags | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == want) return p;
+    if (p != MAP_FAILED) munmap(p, n);  // (a kernel that took the flag for a hint, elsewhere)
+  }
+  return mmap(nullptr, n, PROT_READ | PROT_WRITE, flags, -1, 0);
+}
 void* map_stack(size_t* size) {
   void* stack = MAP_FAILED;
   size_t n = eval_stack_bytes;
   for (; n >= (64u << 20); n /= 2) {
-    void* hint = reinterpret_cast<void*>(next_stack_hint.fetch_add(n + (64u << 20)));
-    stack = mmap(hint, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    stack = map_low(n);
     if (stack != MAP_FAILED) break;
   }
   if (stack == MAP_FAILED) return nullptr;
