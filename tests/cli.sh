@@ -887,6 +887,11 @@ for tier in on off; do
   VLAD_PREFAULT=0 VLAD_JIT=$tier run 120 "$V" --heap-limit 128M deep-cons.vlad
   expect "--heap-limit: a recursion 10^6 deep that keeps little fits (tier $tier)" 0 1000000
 done
+# the heap limit reached while reading a datum of megabytes (an 8 MB string): located at the datum
+awk 'BEGIN { printf "(+ 1 2)\n(define s \""; for (i = 0; i < 800000; i++) printf "abcdefghij"; print "\")" }' >long-string.vlad
+run "$V" --heap-limit 4M long-string.vlad
+if [ $RC -eq 1 ] && [ "$ERR" = "long-string.vlad:2:1: error: heap limit exceeded (4 MiB); raise it with --heap-limit" ]; then ok "--heap-limit: reached while reading, the error is located at the datum"
+else notok "--heap-limit: reached while reading, the error is located at the datum" "exit $RC, stderr '$(one_line "$ERR")'"; fi
 run "$V" --heap-limit lots heap.vlad
 if [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q 'heap-limit'; then ok "--heap-limit with a bad size exits 2"
 else notok "--heap-limit with a bad size exits 2" "exit $RC, stderr '$(one_line "$ERR")'"; fi

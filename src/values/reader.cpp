@@ -473,8 +473,11 @@ gc_vector<TopForm> read_program(const std::string& text, const char* file, bool 
     try {
       d = r.read_datum();
     } catch (const Error& e) {
+      // (an error with no position, the heap limit reached while reading a datum of megabytes:
+      // located at that datum)
+      Error at = e.pos.file ? e : Error(e.what(), Pos{r.file, line, col});
       out.push_back(TopForm{sx_nil(r.pos()), nullptr, Pos(), nullptr, Pos()});
-      if (!recovered(out.back(), e, start, line, col)) break;
+      if (!recovered(out.back(), at, start, line, col)) break;
       continue;
     }
     if (sx_is_sym(d, arrow)) {
