@@ -790,9 +790,9 @@ namespace {
               " nested calls): a recursion that does not end? (else raise the limit with " + in->depth_limit_knob + ")");
 }
 
-[[noreturn]] __attribute__((noinline, cold)) void interrupted(Interp* in) {
+[[noreturn]] __attribute__((noinline, cold)) void interrupted(Interp* in, Pos at = Pos()) {
   in->interrupt = false;
-  throw Error("interrupted");
+  throw Error("interrupted", at);
 }
 
 [[noreturn]] __attribute__((noinline, cold)) void not_a_procedure(Value f, Value arg) {
@@ -1219,10 +1219,7 @@ void poll_interrupt() {
 
 void poll_interrupt(Pos at) {
   Interp* in = current;
-  if (in && in->interrupt.load(std::memory_order_relaxed)) {
-    in->interrupt = false;
-    throw Error("interrupted", at);
-  }
+  if (in && in->interrupt.load(std::memory_order_relaxed)) interrupted(in, at);
 }
 
 ptrdiff_t depth_offset_from_work() { return (char*)&eval_depth - (char*)work_address(); }
