@@ -892,6 +892,19 @@ awk 'BEGIN { printf "(+ 1 2)\n(define s \""; for (i = 0; i < 800000; i++) printf
 run "$V" --heap-limit 4M long-string.vlad
 if [ $RC -eq 1 ] && [ "$ERR" = "long-string.vlad:2:1: error: heap limit exceeded (4 MiB); raise it with --heap-limit" ]; then ok "--heap-limit: reached while reading, the error is located at the datum"
 else notok "--heap-limit: reached while reading, the error is located at the datum" "exit $RC, stderr '$(one_line "$ERR")'"; fi
+# patterns of 100,000 variables, as parameters and as a list pattern: each element's error text
+# held a copy of the whole pattern's, n^2 bytes outside the heap (10,000 variables: 600 MB; at
+# 100,000 the kernel killed it at 24 GB)
+awk 'BEGIN { n = 100000; printf "(define (f"; for (i = 0; i < n; i++) printf " x%d", i; print ") x99999)";
+             printf "(define (g xs) ((lambda ((list"; for (i = 0; i < n; i++) printf " y%d", i; print ")) (+ y0 y99999)) xs))";
+             printf "(f"; for (i = 0; i < n; i++) printf " %d", i; print ")"; print "(g (iota 100000))";
+             print "((lambda ((list a b)) a) (list 1 2 3))" }' >wide-pattern.vlad
+run 120 "$V" --meter wide-pattern.vlad
+rss=$(printf '%s\n' "$ERR" | sed -n 's/.*peak resident \([0-9]*\) MiB.*/\1/p')
+if [ $RC -eq 1 ] && [ "$OUT" = "$(printf '99999\n99999')" ] && [ -n "$rss" ] && [ "$rss" -lt 1000 ] &&
+   printf '%s' "$ERR" | grep -q 'wide-pattern.vlad:5:11: error: value does not match pattern (list a b): expected a list of 2 elements, got 3'; then
+  ok "patterns of 100,000 variables load in linear memory ($rss MiB), and a list pattern's count error still names it"
+else notok "patterns of 100,000 variables load in linear memory" "exit $RC, stdout '$(one_line "$OUT")', rss '$rss', stderr '$(one_line "$ERR")'"; fi
 run "$V" --heap-limit lots heap.vlad
 if [ $RC -eq 2 ] && printf '%s' "$ERR" | grep -q 'heap-limit'; then ok "--heap-limit with a bad size exits 2"
 else notok "--heap-limit with a bad size exits 2" "exit $RC, stderr '$(one_line "$ERR")'"; fi

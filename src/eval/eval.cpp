@@ -94,6 +94,8 @@ namespace {
   long n = strtol(text + 2, &end, 10);
   long i = strtol(end, &end, 10);
   std::string what = end && *end == ' ' ? end + 1 : "";
+  if (!what.empty() && what[0] == '\x03')  // the text's address (expand.cpp count_text)
+    what = reinterpret_cast<const char*>((uintptr_t)strtoull(what.c_str() + 1, nullptr, 16));
   v = strip_tags(v);
   if (kind == 'A') {  // what: the procedure's name, \x02, its formals as written
     size_t sep = what.find('\x02');
