@@ -959,16 +959,15 @@ struct Reverse {
     // for each variable on the way up: the projections of a pattern of n elements form a chain n
     // deep, and walking it for each of them made the transform of such a body n^2 (a closure over
     // 10,000 pattern variables: 0.7 s).
-    std::unordered_map<Var*, bool> retaken_memo;
+    FlatMap<Var*, char> retaken_memo{&arena};  // (1 or 2: not below a kept one, or below one)
     std::vector<Var*> climb;
     auto retaken = [&](Var* v) {
       Op op;
       climb.clear();
       bool r = false;
       for (Var* u = parent(v, &op); u; u = parent(u, &op)) {
-        auto it = retaken_memo.find(u);
-        if (it != retaken_memo.end()) {  // u's answer: whether u is kept or below a kept one
-          r = it->second;
+        if (auto it = retaken_memo.find(u)) {  // u's answer: whether u is kept or below a kept one
+          r = it->second == 2;
           break;
         }
         climb.push_back(u);
@@ -979,7 +978,7 @@ struct Reverse {
       }
       // (the memo holds, for each u climbed, whether u is kept or below a kept one: r for all of
       // them, as none but the last can be kept)
-      for (size_t k = climb.size(); k-- > 0;) retaken_memo[climb[k]] = r;
+      for (Var* u : climb) retaken_memo[u] = r ? 2 : 1;
       return r;
     };
     VarMap m{&arena};
