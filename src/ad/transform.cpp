@@ -806,6 +806,8 @@ struct Reverse {
       case Op::App: {  // φ{x_i = x_j x_k} ≡ (x⃖_i, x̃_i) = x⃖_j x⃖_k
         if (Prim* c = commuting_call(b)) {
           x = out.prim_app(c, lookup(fw, b.b));
+          // (ρ of a zero ignores x̄: as for a constant, nothing is accumulated for it)
+          if (c == current->p_zero || c == current->p_rzero) constant_vars.insert(b.x);
           break;
         }
         if (Op op = projection_call(b); op != Op::App) {  // (car a) as a's car: as Op::Car below
@@ -1230,7 +1232,12 @@ struct Reverse {
       case Op::Lambda: {  // ρ{x_i = λ x e} ≡ [x̄'_1 ... x̄'_l] ⊕= x̄_i (environment sensitivities)
         // x̄_i is a closure of lam with its constants as free variables (way_out)
         Lambda* sl = constant_converted(b.lam);
-        for (size_t k = 0; k < b.lam->free.size(); k++) {
+        // No environment reference for a captured variable whose x̄ is not accumulated (a
+        // constant, a zero) — but always the last one's: env_ref checks that x̄ is a closure with
+        // that many slots, and the same error is raised at the same place as with all of them.
+        size_t n = b.lam->free.size();
+        for (size_t k = 0; k < n; k++) {
+          if (k + 1 < n && constant_vars.count(cap_of(b, k))) continue;
           Var* e = bp.env_ref(xb, (int)k, sl ? sl : b.lam);
           if (maybe_placeholder.count(xb)) maybe_placeholder.insert(e);
           acc(cap_of(b, k), e);
