@@ -3826,15 +3826,19 @@ struct Emitter {
           a.cmp(xr::dword_ptr(xr::rax, (int32_t)offsetof(Obj, aux)), ip->index);
           a.jbe(slow);
           a.mov(xr::rax, xr::qword_ptr(xr::rax, closure_env + 8 * ip->index));
-          a.mov(xr::rdx, xr::rax);  // a view: env_ref gives the closure it stands for
+          a.mov(xr::rdx, xr::rax);  // a view: env_ref gives the closure it stands for ...
           a.shr(xr::rdx, 48);
           a.cmp(xr::rdx, 1);
           a.je(slow);
           a.ja(have);
           a.cmp(xr::rax, 0xff);
           a.jbe(have);
-          a.test(xr::al, 15);
-          a.jnz(slow);
+          a.mov(xr::edx, xr::eax);  // ... but a zero view (kViewZero, kViewRZero) as it is
+          a.and_(xr::edx, 15);
+          a.jz(have);
+          a.sub(xr::edx, (int32_t)kViewZero);
+          a.cmp(xr::edx, (int32_t)(kViewRZero - kViewZero));
+          a.ja(slow);
           a.bind(have);
           store(ip->x, xr::rax);
         });
