@@ -358,6 +358,7 @@ Lambda* constant_converted(Lambda* L) {
       if (!C->cc_consts) C->cc_consts = new_values();
       C->shape = intern(std::string(1, L->transform) + S->shape);
     }
+    C->cc_nconst = S->cc_nconst;
     L->shape = intern(std::string(1, L->transform) + S->shape);
     L->cc = C;
     return C;
@@ -379,6 +380,7 @@ Lambda* constant_converted(Lambda* L) {
     C->pos = L->pos;
     C->free.assign(L->free.begin(), L->free.end());
     C->free.insert(C->free.end(), ks.begin(), ks.end());  // fresh: their ids follow L's
+    C->cc_nconst = (int)ks.size();
     C->free_done = true;
     C->cc = C;
     C->cc_consts = new_values();
@@ -1373,6 +1375,12 @@ struct Reverse {
     sens.reserve(n);
     use_count.reserve(n);
     count_uses(L->body);
+    // L with its constants as free variables (the zero or tangent of a closure with constants is
+    // a closure of it, and so are the transforms of those): the constants' sensitivities are zero,
+    // as where they are constants (f̄ below) — at every level, or a derivative taken through a
+    // closure's sensitivity differs between the modes.
+    if (constant_converted(L) == L && L->cc_nconst > 0)
+      for (size_t k = L->free.size() - (size_t)L->cc_nconst; k < L->free.size(); k++) constant_vars.insert(L->free[k]);
     RL->body = new_body();
     Emitter out{RL->body, L->pos};
     std::vector<Segment> path;

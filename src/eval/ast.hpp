@@ -193,6 +193,9 @@ struct Lambda {
   Lambda* cc = nullptr;
   bool cc_none = false;  // known to have no such conversion (rules and their transforms): cc stays null
   gc_vector<Value>* cc_consts = nullptr;
+  // In cc itself (and in transforms of it, whose free variables are its own in the same order):
+  // how many of the last free variables are those constants, whose sensitivities are zero.
+  int cc_nconst = 0;
   const char* shape = nullptr;
 
   Code* code = nullptr;     // compiled on first call
