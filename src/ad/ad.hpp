@@ -79,6 +79,8 @@ Lambda* constant_converted(Lambda* lam);
 // are free variables. Then `lam` is the lambda to build the result over and ex, ey (of
 // lam->free.size()) the two environments in its order, constants included.
 bool closures_conform(Value x, Value y, Lambda** lam, gc_vector<Value>* ex, gc_vector<Value>* ey);
+// Whether a procedure can be the sensitivity or tangent of another (tags.cpp): vjp's check.
+bool procedures_conform(Value a, Value b);
 
 // ---- transforms of lambdas, computed once and cached on the lambda ----
 Lambda* forward_transform(Lambda* lam);

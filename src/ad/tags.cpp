@@ -187,6 +187,33 @@ bool raw_variants(const Closure* x, const Closure* y) {
   return (x->lambda->raw_variant == y->lambda || y->lambda->raw_variant == x->lambda) && x->aux == y->aux;
 }
 
+}  // namespace
+
+// Whether a, a procedure, can be the sensitivity or the tangent of the procedure b (vjp's ȳ, a
+// direction): two closures conform as plus and bundle take them (the same lambda, or lambdas the
+// same up to their constants' values); two primitives are the same one. Anything else — a
+// backpropagator, a primitive against a closure without reals (the sensitivity of a procedure
+// argument can be a primitive at one level and its transformed version at another) — is left to
+// where it is taken apart.
+bool procedures_conform(Value a, Value b) {
+  if (a.is_view() || b.is_view()) return true;
+  a = is_lazy(a) ? force(a) : a;
+  b = is_lazy(b) ? force(b) : b;
+  if (is(a, Kind::Prim) && is(b, Kind::Prim)) return a == b;
+  // (a primitive and a closure: only a closure without reals in it, whose zero it is)
+  if (is(a, Kind::Prim) && is(b, Kind::Closure)) return inert(b);
+  if (is(a, Kind::Closure) && is(b, Kind::Prim)) return inert(a);
+  if (!is(a, Kind::Closure) || !is(b, Kind::Closure)) return true;
+  const Closure* x = as_closure(a);
+  const Closure* y = as_closure(b);
+  if ((x->lambda == y->lambda || raw_variants(x, y)) && x->aux == y->aux) return true;
+  Lambda* lam;
+  gc_vector<Value> ex, ey;
+  return closures_conform(a, b, &lam, &ex, &ey);
+}
+
+namespace {
+
 Value lazy_zero(Value v, int strip);
 
 // A closure of lam with its constants as free variables (lam->cc): the environment values part(i)

@@ -198,6 +198,8 @@ inline bool pair_view(Value v) { return is_j_pair_view(v) || is_zero_view(v); }
 Value p_zero_sens2p(Prim*, Value a, Value b) { return Value::boolean(a.is_zero_sens() && b.is_zero_sens()); }
 // (equal? of two strings, the prelude's)
 Value p_string_eq(Prim*, Value a, Value b) { return Value::boolean(string_equal(forced(a), forced(b))); }
+// (the prelude's %sensitivity-of? for a procedure: its sensitivity or tangent is a closure of its lambda)
+Value p_procedures_conform(Prim*, Value a, Value b) { return Value::boolean(procedures_conform(a, b)); }
 Value p_nullp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_nil()); }
 Value p_booleanp(Prim*, Value v) { return Value::boolean(!pair_view(v) && !j_atom_view(v) && forced(v).is_bool()); }
 Value p_realp(Prim*, Value v) { return Value::boolean(strip_tags(v).is_real()); }
@@ -560,6 +562,8 @@ std::vector<Row> table() {
     t.push_back({n, 1, PrimClass::Predicate, f, nullptr, fwd_tagpred(n), rev_tagpred(n)});
   t.push_back({"%zero-sensitivities?", 2, PrimClass::Predicate, nullptr, p_zero_sens2p, "", rev_constant("%zero-sensitivities?")});
   t.push_back({"%string=?", 2, PrimClass::Predicate, nullptr, p_string_eq, "", rev_constant("%string=?")});
+  t.push_back({"%procedures-conform?", 2, PrimClass::Predicate, nullptr, p_procedures_conform, "",
+               rev_constant("%procedures-conform?")});
   t.push_back({"car", 1, PrimClass::Structural, p_car, nullptr, "",
                rev_structural("car", "(cons y (%rzero (cdr xr)))")});
   t.push_back({"cdr", 1, PrimClass::Structural, p_cdr, nullptr, "",
