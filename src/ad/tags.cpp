@@ -191,11 +191,37 @@ bool raw_variants(const Closure* x, const Closure* y) {
 
 // Whether a, a procedure, can be the sensitivity or the tangent of the procedure b (vjp's ȳ, a
 // direction): two closures conform as plus and bundle take them (the same lambda, or lambdas the
-// same up to their constants' values); two primitives are the same one. Anything else — a
-// backpropagator, a primitive against a closure without reals (the sensitivity of a procedure
-// argument can be a primitive at one level and its transformed version at another) — is left to
-// where it is taken apart.
-bool procedures_conform(Value a, Value b) {
+// same up to their constants' values), and what their environments hold conforms too — a real
+// for a real, a pair for a pair, a procedure so for a procedure; two primitives are the same
+// one. Anything else — a backpropagator, lazy or tagged values (nested levels), a primitive
+// against a closure without reals (the sensitivity of a procedure argument can be a primitive at
+// one level and its transformed version at another), atoms — is left to where it is used; so is
+// what lies past a budget of nodes.
+namespace {
+bool procs_conform(Value a, Value b, int& budget);
+
+bool slot_conforms(Value s, Value y, int& budget) {
+  while (--budget > 0) {
+    if (s.is_view() || y.is_view() || is_lazy(s) || is_lazy(y)) return true;
+    if (y.is_real()) return strip_tags(s).is_real();
+    if (!y.is_obj()) return true;
+    switch (kind_of(y)) {
+      case Kind::Pair:
+        if (!is(s, Kind::Pair)) return false;
+        if (!slot_conforms(car(s), car(y), budget)) return false;
+        s = cdr(s);
+        y = cdr(y);
+        continue;
+      case Kind::Closure:
+      case Kind::Prim:
+        return (is(s, Kind::Closure) || is(s, Kind::Prim)) && procs_conform(s, y, budget);
+      default: return true;
+    }
+  }
+  return true;
+}
+
+bool procs_conform(Value a, Value b, int& budget) {
   if (a.is_view() || b.is_view()) return true;
   a = is_lazy(a) ? force(a) : a;
   b = is_lazy(b) ? force(b) : b;
@@ -206,10 +232,23 @@ bool procedures_conform(Value a, Value b) {
   if (!is(a, Kind::Closure) || !is(b, Kind::Closure)) return true;
   const Closure* x = as_closure(a);
   const Closure* y = as_closure(b);
-  if ((x->lambda == y->lambda || raw_variants(x, y)) && x->aux == y->aux) return true;
+  if ((x->lambda == y->lambda || raw_variants(x, y)) && x->aux == y->aux) {
+    for (uint32_t i = 0; i < x->aux; i++)
+      if (!slot_conforms(x->env[i], y->env[i], budget)) return false;
+    return true;
+  }
   Lambda* lam;
   gc_vector<Value> ex, ey;
-  return closures_conform(a, b, &lam, &ex, &ey);
+  if (!closures_conform(a, b, &lam, &ex, &ey)) return false;
+  for (size_t i = 0; i < ex.size(); i++)
+    if (!slot_conforms(ex[i], ey[i], budget)) return false;
+  return true;
+}
+}  // namespace
+
+bool procedures_conform(Value a, Value b) {
+  int budget = 100000;
+  return procs_conform(a, b, budget);
 }
 
 namespace {
