@@ -325,15 +325,24 @@ Value forward_rzero(Value v, int strip) {
 // and #f, themselves; for a pair under one strip, its zero view (kViewRZero); for anything else,
 // the lazy zero. (Reverse over reverse takes such zeros at every backward step: a lazy zero each
 // was 2.3% of particle RR's objects.)
+// For v a real under d >= strip reverse tags (nested reverse mode's reals): the shared zero
+// tower of d - strip tags, found in one walk down; false for anything else.
+static bool stripped_tower(Value v, int strip, Value* out) {
+  int d = 0;
+  Value u = v;
+  do {
+    u = tagged_value(u);
+    d++;
+  } while (is(u, Kind::Reverse));
+  if (!u.is_real() || d < strip || d - strip > kZeroTowers) return false;
+  *out = zero_towers()[d - strip];
+  return true;
+}
+
 static Value stripped_zero(Value v, int strip) {
   if (is(v, Kind::Reverse)) {
-    int d = 0;
-    Value u = v;
-    do {
-      u = tagged_value(u);
-      d++;
-    } while (is(u, Kind::Reverse));
-    if (u.is_real() && d >= strip && d - strip <= kZeroTowers) return zero_towers()[d - strip];
+    Value z;
+    if (stripped_tower(v, strip, &z)) return z;
   } else if (v.is_nil() || v.is_bool()) {
     return v;  // its own zero, stripped or not (zero_shallow)
   } else if (strip == 1 && is_pair(v)) {
@@ -357,15 +366,10 @@ Value zero_shallow(Value v, int strip) {
       return cons(stripped_zero(car(v), strip), stripped_zero(cdr(v), strip));
     }
     case Kind::Reverse: {
-      // a real under d reverse tags (nested reverse mode's reals): the shared tower of d - strip
-      // tags, found in one walk down (the recursion below gives the same, a level a call)
-      int d = 0;
-      Value u = v;
-      do {
-        u = tagged_value(u);
-        d++;
-      } while (is(u, Kind::Reverse));
-      if (u.is_real() && d >= strip && d - strip <= kZeroTowers) return zero_towers()[d - strip];
+      // a real under reverse tags: its shared tower at once (the recursion below gives the same,
+      // a level a call)
+      Value z;
+      if (stripped_tower(v, strip, &z)) return z;
       if (strip > 0) return zero_shallow(tagged_value(v), strip - 1);
       return reverse_of_zero(zero_shallow(tagged_value(v), 0));
     }
