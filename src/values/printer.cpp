@@ -38,7 +38,8 @@ inline void poll() {
 }
 
 // Whether every real leaf of v is wrapped in tag kind k, and whether one is: such a structure is
-// the distributed form of one tagged pair, and prints with the tag at the root. 0: no; 1: yes,
+// the distributed form of one tagged pair, and prints with the tag at the root (its strings and
+// procedures in both parts). 0: no; 1: yes,
 // no leaf tagged (no real at all); 2: yes, a leaf tagged.
 int distributed(Value v, Kind k);
 
@@ -67,7 +68,8 @@ int distributed(Value v, Kind k) {
     if (!v.is_obj()) return state;
     Kind vk = kind_of(v);
     if (vk == k) return 2;
-    if (vk != Kind::Pair) return vk == Kind::String ? state : 0;
+    // (a string or a procedure, tagged or not, prints the same in either part: as an atom)
+    if (vk != Kind::Pair) return vk == Kind::String || vk == Kind::Closure || vk == Kind::Prim ? state : 0;
     int c = distributed_part(car(v), k);
     if (c == 0) return 0;
     if (c == 2) state = 2;
