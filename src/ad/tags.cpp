@@ -240,6 +240,15 @@ bool procs_conform(Value a, Value b, int& budget) {
   Lambda* lam;
   gc_vector<Value> ex, ey;
   if (!closures_conform(a, b, &lam, &ex, &ey)) return false;
+  // (a seed is read slot by slot in the value's lambda's order: a closure of another lambda of
+  // the same code whose free variables come in another order — its parameters in another order —
+  // would be read wrongly; plus takes it, by name)
+  Lambda* la = constant_converted(x->lambda);
+  Lambda* lb = constant_converted(y->lambda);
+  if (la != lb && la->free.size() != lb->free.size()) return false;
+  if (la != lb)
+    for (size_t i = 0; i < la->free.size(); i++)
+      if (strcmp(la->free[i]->name, lb->free[i]->name)) return false;
   for (size_t i = 0; i < ex.size(); i++)
     if (!slot_conforms(ex[i], ey[i], budget)) return false;
   return true;

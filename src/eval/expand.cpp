@@ -97,6 +97,11 @@ struct Expander {
   // trace says "in gradient-R", not "in lambda".
   std::vector<const Sx*> curried;
   const char* curried_name = nullptr;
+  // The variables bound to a name of the program's (destructure): a pattern's part, a
+  // parameter or a let's value takes the name of the variable it is bound to, unless it has one
+  // already ((let ((x y)) ...) binds x to y's). Closures conform by the names of their free
+  // variables (transform.cpp, closures_conform), and these were all "_" or "call".
+  std::unordered_set<Var*> named_vars;
 
   Var* fresh(const char* name) {
     Var* v = new_var(name);
@@ -167,6 +172,7 @@ struct Expander {
     const S& k = syms();
     switch (p->type) {
       case Sx::Sym:
+        if (named_vars.insert(v).second) v->name = p->text;
         sc->entries.push_back({p->text, v, nullptr});
         return;
       case Sx::Real: case Sx::Bool: case Sx::Str: case Sx::Nil: {
@@ -617,7 +623,7 @@ Body* new_body() {
 
 gc_vector<TopLevel> expand_toplevel(Interp& in, Sx* form, bool prelude, const std::string& dir) {
   (void)dir;
-  Expander ex{in, prelude, {}, nullptr};
+  Expander ex{in, prelude, {}, nullptr, {}};
   const S& k = syms();
   gc_vector<TopLevel> out;
   if (form->type == Sx::Pair && sx_is_sym(form->car, k.begin)) {
