@@ -237,18 +237,18 @@ bool procs_conform(Value a, Value b, int& budget) {
       if (!slot_conforms(x->env[i], y->env[i], budget)) return false;
     return true;
   }
-  Lambda* lam;
+  Lambda* la;
   gc_vector<Value> ex, ey;
-  if (!closures_conform(a, b, &lam, &ex, &ey)) return false;
+  if (!closures_conform(a, b, &la, &ex, &ey)) return false;
   // (a seed is read slot by slot in the value's lambda's order: a closure of another lambda of
   // the same code whose free variables come in another order — its parameters in another order —
   // would be read wrongly; plus takes it, by name)
-  Lambda* la = constant_converted(x->lambda);
   Lambda* lb = constant_converted(y->lambda);
-  if (la != lb && la->free.size() != lb->free.size()) return false;
-  if (la != lb)
+  if (la != lb) {
+    if (la->free.size() != lb->free.size()) return false;
     for (size_t i = 0; i < la->free.size(); i++)
       if (strcmp(la->free[i]->name, lb->free[i]->name)) return false;
+  }
   for (size_t i = 0; i < ex.size(); i++)
     if (!slot_conforms(ex[i], ey[i], budget)) return false;
   return true;
@@ -328,12 +328,6 @@ Value forward_rzero(Value v, int strip) {
   return bundle_untagged(lazy_zero(primal(v), strip), t);
 }
 
-// The zero of (J⁻¹)^strip v (strip > 0) where finding it cannot fail, or a lazy zero, which
-// raises *j-inverse's error only if it is looked at: for a real under at least `strip` reverse
-// tags, the shared tower of what is left (what the lazy zero would give when made); for (), #t
-// and #f, themselves; for a pair under one strip, its zero view (kViewRZero); for anything else,
-// the lazy zero. (Reverse over reverse takes such zeros at every backward step: a lazy zero each
-// was 2.3% of particle RR's objects.)
 // For v a real under d >= strip reverse tags (nested reverse mode's reals): the shared zero
 // tower of d - strip tags, found in one walk down; false for anything else.
 static bool stripped_tower(Value v, int strip, Value* out) {
@@ -348,6 +342,12 @@ static bool stripped_tower(Value v, int strip, Value* out) {
   return true;
 }
 
+// The zero of (J⁻¹)^strip v (strip > 0) where finding it cannot fail, or a lazy zero, which
+// raises *j-inverse's error only if it is looked at: for a real under at least `strip` reverse
+// tags, the shared tower of what is left (what the lazy zero would give when made); for (), #t
+// and #f, themselves; for a pair under one strip, its zero view (kViewRZero); for anything else,
+// the lazy zero. (Reverse over reverse takes such zeros at every backward step: a lazy zero each
+// was 2.3% of particle RR's objects.)
 static Value stripped_zero(Value v, int strip) {
   if (is(v, Kind::Reverse)) {
     Value z;
@@ -696,22 +696,24 @@ void split_sensitivity(Value s, Value* out) {
   out[1] = cdr(s);
 }
 
+// Slot `index` of a closure sensitivity. A zero view there (lazy_zero's zero of a pair, as
+// zero_shallow and over_constants leave in a closure's zero) stays one: a sensitivity may be a
+// zero view wherever it may be a lazy zero (primitives force both), and making the lazy zero was
+// 3.5% of particle RR's objects.
+static inline Value sens_slot(Value c, int index) {
+  Value e = as_closure(c)->env[index];
+  return is_zero_view(e) ? e : unview(e);
+}
+
 Value env_ref(Value v, int index, Lambda* lam) {
   (void)lam;
   // (a closure itself, nearly always — W4: 594,000 of 601,000 — without force's tests)
-  // A zero view there (lazy_zero's zero of a pair, as zero_shallow and over_constants leave in a
-  // closure's zero) stays one: a sensitivity may be a zero view wherever it may be a lazy zero
-  // (primitives force both), and making the lazy zero was 3.5% of particle RR's objects.
-  if (v.is_obj() && kind_of(v) == Kind::Closure && index < (int)as_closure(v)->aux) {
-    Value e = as_closure(v)->env[index];
-    return is_zero_view(e) ? e : unview(e);
-  }
+  if (v.is_obj() && kind_of(v) == Kind::Closure && index < (int)as_closure(v)->aux) return sens_slot(v, index);
   v = force(unview(v));
   if (!is(v, Kind::Closure) || (int)as_closure(v)->aux <= index)
     throw Error("a sensitivity and its value do not conform: the sensitivity of a closure is a closure of its "
                 "lambda, got " + write_brief(v));
-  Value e = as_closure(v)->env[index];
-  return is_zero_view(e) ? e : unview(e);
+  return sens_slot(v, index);
 }
 
 // ---- ⊕ ----
