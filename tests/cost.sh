@@ -277,3 +277,14 @@ if [ -n "$g0" ] && [ -n "$g1" ] && [ "$g1" -le $((3 * g0)) ]; then
 else
   echo "not ok - gradient-F of a procedure-valued function does not run it again at each call: ${g1:-error} operations against ${g0:-error}"
 fi
+# The gradient through the prelude's dot of two 1,000-lists (tests/cost/dot.vlad): at the first
+# level dot's reverse transform computes at once (native.cpp rev_dot_s2): at most 200 interpreted
+# steps beyond the lists' construction (42 here; ~20,000 when the loop ran step by step) and 3
+# objects an element (2: the two sensitivity lists).
+dot_count() {  # MODE FIELD
+  echo "1000 $1" | timeout 300 "$V" --meter tests/cost/dot.vlad 2>&1 >/dev/null | awk -v f="$2" 'index($0, f) == 1 { print $NF }'
+}
+d0=$(dot_count 0 "# interpreted steps:"); d2=$(dot_count 2 "# interpreted steps:")
+bounded "gradient through dot of a 1000-list: steps beyond the input's" "$([ -n "$d0" ] && [ -n "$d2" ] && echo $((d2 - d0)) || echo error)" 200
+d0=$(dot_count 0 "# heap objects allocated:"); d2=$(dot_count 2 "# heap objects allocated:")
+bounded "gradient through dot of a 1000-list: objects beyond the input's" "$([ -n "$d0" ] && [ -n "$d2" ] && echo $((d2 - d0)) || echo error)" 3000

@@ -110,6 +110,9 @@ void release_binding_pool();
 // with the zero backpropagator its body's way out makes.
 void install_prelude_rule(Lambda* lam, Lambda* r);
 void install_list_ref_bp(Lambda* bp);
+// dot's likewise: at the first level, the products and their sum at once, with one
+// backpropagator (Interp::dot_bp, whose native form install_dot_bp gives).
+void install_dot_bp(Lambda* bp);
 
 // ---- constants in reverse-transformed code ----
 // A reverse real made from a constant of the code (the reverse transform's φ of a constant), or

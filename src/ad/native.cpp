@@ -1296,6 +1296,95 @@ bool bp_list_ref(Closure* c, Value y, Value* out) {
   out[1] = cons(head, Value::real(0));
   return true;
 }
+
+// (dot u v) in reverse mode, u and v reverse lists of one length whose elements are reverse
+// reals at the first level (pairs of them, or views of *j of data lists): the sum the loop's
+// steps compute, ((0 + u_1 v_1) + u_2 v_2) + ..., each operation counted as there, and for the
+// steps' backpropagators one (bp_dot). Anything else — lists of two lengths, deeper nesting, an
+// element u_i and v_i both constants of the code (whose product records nothing: the steps'
+// sensitivities then differ) — the transformed body, with its errors.
+// One step down a first-level reverse list: its element and the rest (a pair's parts, or a view
+// of *j of a data pair's, as car and cdr give them); false when l is neither.
+inline bool reverse_list_step(Value l, Value& elem, Value& rest) {
+  if (is_pair(l)) {
+    Pair* p = static_cast<Pair*>(l.as_obj());
+    elem = p->car;
+    rest = p->cdr;
+    return true;
+  }
+  if (!is_j_pair_view(l)) return false;
+  Pair* p = static_cast<Pair*>(view_obj(l));
+  elem = j_part(p, false);
+  rest = j_part(p, true);
+  return true;
+}
+
+bool rev_dot_s2(Closure*, Value ur, Value vr, Value* out) {
+  Interp& in = *current;
+  if (!in.dot_bp) return false;
+  Value cu = ur, cv = vr, a, b;
+  uint64_t n = 0;
+  double acc = 0;
+  while (!cu.is_nil()) {
+    double x1, x2;
+    if (!reverse_list_step(cu, a, cu) || !reverse_list_step(cv, b, cv) || !plain_reverse(a, x1) ||
+        !plain_reverse(b, x2) || (is_const_leaf(a) && is_const_leaf(b)))
+      return false;  // (nothing counted yet)
+    acc = acc + x1 * x2;
+    n++;
+  }
+  if (!cv.is_nil()) return false;
+  const Ids& I = ids();
+  count(I.mul, n);
+  count(I.add, n);
+  // (the sum of no terms is the loop's constant 0, a constant leaf as the body's)
+  out[0] = n == 0 ? const_leaf(0) : make_tagged(Kind::Reverse, Value::real(acc));
+  Value env[2] = {ur, vr};
+  out[1] = make_closure(in.dot_bp, env, 2);
+  return true;
+}
+
+bool rev_dot_s1(Closure* c, Value xr, Value* out) {
+  if (!reverse_pair(xr)) return false;
+  Interp& in = *current;
+  return rev_dot_s2(c, in.p_car->fn1(in.p_car, xr), in.p_cdr->fn1(in.p_cdr, xr), out);
+}
+
+// The reals of a first-level reverse list times y, a fresh list: what %dot-bar gives, the
+// products counted.
+Value scaled_list(Value l, double y) {
+  Value head = Value::nil();
+  Pair* last = nullptr;
+  uint64_t n = 0;
+  Value e;
+  while (reverse_list_step(l, e, l)) {  // (a list rev_dot_s2 walked)
+    double x = 0;
+    plain_reverse(e, x);
+    Value p = cons(Value::real(x * y), Value::nil());
+    if (last) last->cdr = p;
+    else head = p;
+    last = static_cast<Pair*>(p.as_obj());
+    n++;
+  }
+  count(ids().mul, n);
+  return head;
+}
+
+// What %dot-bp's lambda computes for a real ȳ: (f̄ . (ū . v̄)), f̄ the zero of dot (whose
+// constant, as a free variable, is a zero), ū_i = v_i ȳ and v̄_i = u_i ȳ, the transposes of the
+// steps' products; the sums pass ȳ on unchanged. (Its closures are made only by rev_dot_s2, over
+// lists it checked.) Any other ȳ, and +0 (for which the loop's last step gives +0 for a -0
+// product): the lambda's body.
+bool bp_dot(Closure* c, Value y, Value* out) {
+  if (!y.is_real() || y.bits == Value::real(0.0).bits) return false;
+  Interp& in = *current;
+  double s = y.as_real();
+  Value u_bar = scaled_list(c->env[1], s);
+  Value v_bar = scaled_list(c->env[0], s);
+  out[0] = zero_of(closure_of(in.dot, nullptr));
+  out[1] = cons(u_bar, v_bar);
+  return true;
+}
 }  // namespace
 
 namespace {
@@ -1398,8 +1487,22 @@ void install_prelude_rule(Lambda* lam, Lambda* r) {
   Interp& in = *current;
   if (lam == in.list_ref && in.list_ref_bp) set_rule2<rev_list_ref_s1, rev_list_ref_s2>(r);
   else if (lam == in.equal_p) set_rule2<rev_equal_s1, rev_equal_s2>(r);
+  else if (lam == in.dot && in.dot_bp) set_rule2<rev_dot_s1, rev_dot_s2>(r);
 }
-void install_list_ref_bp(Lambda* bp) { set_bp<bp_list_ref>(bp); }
+void install_list_ref_bp(Lambda* bp) {
+  bp->name = intern("backpropagator of list-ref");  // (as the transformed body's prints)
+  set_bp<bp_list_ref>(bp);
+}
+void install_dot_bp(Lambda* bp) {
+  // (bp_dot reads u and v at env[0] and env[1])
+  compute_free_variables(bp);
+  if (bp->free.size() != 2 || strcmp(bp->free[0]->name, "u") != 0 || strcmp(bp->free[1]->name, "v") != 0) {
+    current->dot_bp = nullptr;  // (then dot's reverse transform is its body, as before)
+    return;
+  }
+  bp->name = intern("backpropagator of dot");  // (as the transformed body's prints)
+  set_bp<bp_dot>(bp);
+}
 
 void install_reverse_forward(Lambda* lam, Lambda* r) {
   if (lam->native1 == fwd_unary && fwd2_unary_op(op_of(lam->native_prim))) {

@@ -143,6 +143,11 @@ Interp::Interp() {
   mark_raw_backpropagator(lrb);
   for (Binding& b : lrb->body->binds)
     if (b.op == Op::Lambda) list_ref_bp = b.lam;
+  Lambda* dbp = static_cast<Closure*>(cell(intern("%dot-bp"), true)->value.as_obj())->lambda;
+  mark_raw_backpropagator(dbp);
+  for (Binding& b : dbp->body->binds)
+    if (b.op == Op::Lambda) dot_bp = b.lam;
+  dot = static_cast<Closure*>(cell(intern("dot"), true)->value.as_obj())->lambda;
   list_ref = static_cast<Closure*>(cell(intern("list-ref"), true)->value.as_obj())->lambda;
   equal_p = static_cast<Closure*>(cell(intern("equal?"), true)->value.as_obj())->lambda;
   p_car = prim("car");
@@ -151,6 +156,7 @@ Interp::Interp() {
   p_num_eq = prim("=");
   p_zero_sens2 = prim("%zero-sensitivities?");
   install_list_ref_bp(list_ref_bp);
+  install_dot_bp(dot_bp);
   tangent_of = cell(intern("%tangent-of"), true)->value;
   for (Binding& b : static_cast<Closure*>(tangent_of.as_obj())->lambda->body->binds)
     if (b.op == Op::Lambda) tangent_fn = b.lam;

@@ -56,6 +56,9 @@ struct Interp {
   // The prelude's list-ref, whose reverse transform walks at once at the first level, and the
   // backpropagator it makes (the lambda of %list-ref-bp's closures), with car and cdr.
   Lambda *list_ref = nullptr, *list_ref_bp = nullptr;
+  // The prelude's dot, whose reverse transform computes at once at the first level, and the
+  // backpropagator it makes (the lambda of %dot-bp's closures).
+  Lambda *dot = nullptr, *dot_bp = nullptr;
   // The prelude's equal?, whose reverse transform compares data at the first level at once.
   Lambda* equal_p = nullptr;
   Prim *p_car = nullptr, *p_cdr = nullptr, *p_num_eq = nullptr, *p_zero_sens2 = nullptr, *p_error = nullptr;
