@@ -1352,10 +1352,10 @@ bool rev_dot_s1(Closure* c, Value xr, Value* out) {
 
 // The reals of a first-level reverse list times y, a fresh list: what %dot-bar gives, the
 // products counted.
-Value scaled_list(Value l, double y) {
+Value scaled_list(Value l, double y, uint64_t& n) {
   Value head = Value::nil();
   Pair* last = nullptr;
-  uint64_t n = 0;
+  n = 0;
   Value e;
   while (reverse_list_step(l, e, l)) {  // (a list rev_dot_s2 walked)
     double x = 0;
@@ -1379,8 +1379,13 @@ bool bp_dot(Closure* c, Value y, Value* out) {
   if (!y.is_real() || y.bits == Value::real(0.0).bits) return false;
   Interp& in = *current;
   double s = y.as_real();
-  Value u_bar = scaled_list(c->env[1], s);
-  Value v_bar = scaled_list(c->env[0], s);
+  uint64_t n;
+  Value u_bar = scaled_list(c->env[1], s, n);
+  // (dot v v), magnitude's: the two lists are equal, made once (the values are immutable), their
+  // products counted twice, as the body computes them
+  Value v_bar = u_bar;
+  if (c->env[0] == c->env[1]) count(ids().mul, n);
+  else v_bar = scaled_list(c->env[0], s, n);
   out[0] = zero_of(closure_of(in.dot, nullptr));
   out[1] = cons(u_bar, v_bar);
   return true;
