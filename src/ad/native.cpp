@@ -1390,6 +1390,104 @@ bool bp_dot(Closure* c, Value y, Value* out) {
   out[1] = cons(u_bar, v_bar);
   return true;
 }
+
+// (map2 f l1 l2) in reverse mode, f the reverse rule of a binary arithmetic primitive (v+'s +,
+// v-'s -) and l1, l2 reverse lists of one length n >= 1 whose elements are reverse reals at the
+// first level: the rule applied to each pair of elements (rev_binary_s2, as the body's calls of f
+// apply it) and the list of their values, with one backpropagator (bp_map2) for the steps'.
+// Anything else — another f, lists of two lengths or none, deeper nesting, two constants of the
+// code for one element (whose rule records nothing) — the transformed body, with its errors.
+bool rev_map2_s2(Closure*, Value f, Value ls, Value* out) {
+  Interp& in = *current;
+  if (!in.map2_bp || !is(f, Kind::Closure) || static_cast<Closure*>(f.as_obj())->lambda->native_split2 != rev_binary_s2) return false;
+  Value l1, l2, a, b;
+  if (!reverse_list_step(ls, l1, l2)) return false;
+  Value c1 = l1, c2 = l2;
+  uint64_t n = 0;
+  while (!c1.is_nil()) {  // (first without counting: the body may have to run instead)
+    double x1, x2;
+    if (!reverse_list_step(c1, a, c1) || !reverse_list_step(c2, b, c2) || !plain_reverse(a, x1) ||
+        !plain_reverse(b, x2) || (is_const_leaf(a) && is_const_leaf(b)))
+      return false;
+    n++;
+  }
+  if (n == 0 || !c2.is_nil()) return false;
+  Closure* fc = static_cast<Closure*>(f.as_obj());
+  Value head = Value::nil(), o[2];
+  Pair* last = nullptr;
+  for (c1 = l1, c2 = l2; reverse_list_step(c1, a, c1) && reverse_list_step(c2, b, c2);) {
+    rev_binary_s2(fc, a, b, o);
+    Value p = cons(o[0], Value::nil());
+    if (last) last->cdr = p;
+    else head = p;
+    last = static_cast<Pair*>(p.as_obj());
+  }
+  out[0] = head;
+  Value env[4] = {f, l1, l2, head};
+  out[1] = make_closure(in.map2_bp, env, 4);
+  return true;
+}
+
+bool rev_map2_s1(Closure* c, Value xr, Value* out) {
+  Value f, ls;
+  return reverse_list_step(xr, f, ls) && rev_map2_s2(c, f, ls, out);
+}
+
+// A sensitivity a backpropagator call skips, as a zero (eval.cpp zero_sensitivity, for a value
+// that is the sensitivity of a real or of a list).
+inline bool skipped_zero(Value y) { return y.is_zero_sens() || is(y, Kind::Zero) || is_zero_view(y) || y.is_nil(); }
+
+// What %map2-bp's lambda computes, as the body's steps would: (f̄ . (() . (l̄1 . l̄2))), f̄ the zero
+// of map2, () the sum of the rule's own f̄ (each ()), and l̄1, l̄2 the lists of the two parts of each
+// element's x̄, which the backpropagator of its value (the view of its node, as the body's call of
+// f gave it) gives a real ȳ_i; for a zero ȳ_i (a call the body skips) the zeros of the element's
+// arguments, and from where ȳ's spine is a zero (the list's other steps skipped) the zeros of the
+// lists' rests. Any other ȳ: the lambda's body.
+bool bp_map2(Closure* c, Value y, Value* out) {
+  Value ys = c->env[3], cur = y;
+  bool any = false;
+  for (Value v = ys; is_pair(v); v = static_cast<Pair*>(v.as_obj())->cdr) {  // (ys: a list rev_map2_s2 made)
+    if (skipped_zero(cur)) break;
+    if (!is_pair(cur)) return false;
+    Value e = static_cast<Pair*>(cur.as_obj())->car;
+    if (e.is_real()) any = true;
+    else if (!skipped_zero(e) || e.is_nil()) return false;
+    cur = static_cast<Pair*>(cur.as_obj())->cdr;
+  }
+  if (!any) return false;  // (then f's sensitivity is its zero: the body)
+  Prim* p = prim_of(static_cast<Closure*>(c->env[0].as_obj()));
+  Value h1 = Value::nil(), h2 = Value::nil(), l1 = c->env[1], l2 = c->env[2], a, b, o[3];
+  Pair *t1 = nullptr, *t2 = nullptr;
+  auto append = [&](Value x1, Value x2) {
+    Value p1 = cons(x1, Value::nil()), p2 = cons(x2, Value::nil());
+    if (t1) t1->cdr = p1, t2->cdr = p2;
+    else h1 = p1, h2 = p2;
+    t1 = static_cast<Pair*>(p1.as_obj());
+    t2 = static_cast<Pair*>(p2.as_obj());
+  };
+  for (cur = y; is_pair(ys); ys = cdr(ys)) {
+    if (skipped_zero(cur)) {  // the rest's zeros
+      if (t1) t1->cdr = rzero(l1), t2->cdr = rzero(l2);
+      else h1 = rzero(l1), h2 = rzero(l2);
+      break;
+    }
+    reverse_list_step(l1, a, l1);
+    reverse_list_step(l2, b, l2);
+    Value e = car(cur);
+    if (e.is_real()) {
+      Value node = car(ys);  // (a node: no element was two constants)
+      Value bp = node_args(op_of(p)) == 0 ? shared_bp_view(p) : view_of(node, kViewBpNode);
+      if (!back_view(bp, e, o, true)) return false;  // (never, for a node's view and a real)
+      append(o[1], o[2]);
+    } else {
+      append(rzero(a), rzero(b));
+    }
+    cur = cdr(cur);
+  }
+  out[0] = zero_of(closure_of(current->map2, nullptr));
+  out[1] = cons(Value::nil(), cons(h1, h2));
+  return true;
+}
 }  // namespace
 
 namespace {
@@ -1493,15 +1591,31 @@ void install_prelude_rule(Lambda* lam, Lambda* r) {
   if (lam == in.list_ref && in.list_ref_bp) set_rule2<rev_list_ref_s1, rev_list_ref_s2>(r);
   else if (lam == in.equal_p) set_rule2<rev_equal_s1, rev_equal_s2>(r);
   else if (lam == in.dot && in.dot_bp) set_rule2<rev_dot_s1, rev_dot_s2>(r);
+  else if (lam == in.map2 && in.map2_bp) set_rule2<rev_map2_s1, rev_map2_s2>(r);
 }
 void install_list_ref_bp(Lambda* bp) {
   bp->name = intern("backpropagator of list-ref");  // (as the transformed body's prints)
   set_bp<bp_list_ref>(bp);
 }
-void install_dot_bp(Lambda* bp) {
-  // (bp_dot reads u and v at env[0] and env[1])
+// Whether bp's free variables are the names given, in that order (what its native form reads).
+bool free_variables_are(Lambda* bp, std::initializer_list<const char*> names) {
   compute_free_variables(bp);
-  if (bp->free.size() != 2 || strcmp(bp->free[0]->name, "u") != 0 || strcmp(bp->free[1]->name, "v") != 0) {
+  if (bp->free.size() != names.size()) return false;
+  size_t k = 0;
+  for (const char* n : names)
+    if (strcmp(bp->free[k++]->name, n) != 0) return false;
+  return true;
+}
+void install_map2_bp(Lambda* bp) {
+  if (!free_variables_are(bp, {"f", "l1", "l2", "ys"})) {
+    current->map2_bp = nullptr;  // (then map2's reverse transform is its body, as before)
+    return;
+  }
+  bp->name = intern("backpropagator of map2");  // (as the transformed body's prints)
+  set_bp<bp_map2>(bp);
+}
+void install_dot_bp(Lambda* bp) {
+  if (!free_variables_are(bp, {"u", "v"})) {  // (bp_dot reads them at env[0] and env[1])
     current->dot_bp = nullptr;  // (then dot's reverse transform is its body, as before)
     return;
   }

@@ -148,6 +148,11 @@ Interp::Interp() {
   for (Binding& b : dbp->body->binds)
     if (b.op == Op::Lambda) dot_bp = b.lam;
   dot = static_cast<Closure*>(cell(intern("dot"), true)->value.as_obj())->lambda;
+  Lambda* mbp = static_cast<Closure*>(cell(intern("%map2-bp"), true)->value.as_obj())->lambda;
+  mark_raw_backpropagator(mbp);
+  for (Binding& b : mbp->body->binds)
+    if (b.op == Op::Lambda) map2_bp = b.lam;
+  map2 = static_cast<Closure*>(cell(intern("map2"), true)->value.as_obj())->lambda;
   list_ref = static_cast<Closure*>(cell(intern("list-ref"), true)->value.as_obj())->lambda;
   equal_p = static_cast<Closure*>(cell(intern("equal?"), true)->value.as_obj())->lambda;
   p_car = prim("car");
@@ -157,6 +162,7 @@ Interp::Interp() {
   p_zero_sens2 = prim("%zero-sensitivities?");
   install_list_ref_bp(list_ref_bp);
   install_dot_bp(dot_bp);
+  install_map2_bp(map2_bp);
   tangent_of = cell(intern("%tangent-of"), true)->value;
   for (Binding& b : static_cast<Closure*>(tangent_of.as_obj())->lambda->body->binds)
     if (b.op == Op::Lambda) tangent_fn = b.lam;
