@@ -59,6 +59,10 @@ ClosureMemo* closure_memo(const void* op, Value c);
 Value star_j(Value v);          // J← (paper §4)
 Value star_j_inverse(Value v);  // J←⁻¹
 bool star_j_inverse_parts(Value a, Value d, Value* out);  // of the pair (a . d), taken apart
+// The error (*j-inverse v) raises at once, if any: v's kind checked, a pair not walked. (The reverse
+// version of *j-inverse computes J(J⁻¹ x) as J⁻¹(J x), which for an x that is no reverse value
+// gives x where the primal call fails: native.cpp rev_ad_s checks x so.)
+void check_j_inverse_arg(Value v);
 Value sensitize(Value v);
 Value unsensitize(Value v);
 

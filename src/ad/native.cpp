@@ -1079,6 +1079,8 @@ bool rev_ad_s(Closure* c, Value xr, Value* out) {
   Value x = Value::unbound();
   if (commutes(ad_op(p))) {
     out[0] = apply_prim(p, xr);
+    // (*j-inverse x) of an x that is no reverse value fails in the primal: J⁻¹(J x) does not
+    if (ad_op(p) == A_JINV) check_j_inverse_arg(out[0]);
   } else {
     x = star_j_inverse(xr);
     out[0] = star_j(apply_prim(p, x));

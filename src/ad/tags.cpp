@@ -1331,6 +1331,26 @@ Value star_j_inverse(Value v) {
   }
 }
 
+void check_j_inverse_arg(Value v) {
+  if (v.is_real()) ad_error("*j-inverse", "expected a reverse value", v);
+  if (!v.is_obj() || v.is_view()) return;
+  switch (kind_of(v)) {
+    case Kind::Closure: {
+      Lambda* lam = as_closure(v)->lambda;
+      if ((lam->rule_of && lam->rule_kind == 'R') || lam->transform == 'R') return;
+      break;
+    }
+    case Kind::Prim:
+      if (static_cast<Prim*>(v.as_obj())->rev_rule == nullptr) return;
+      break;
+    case Kind::Bundle:
+    case Kind::Perturbation:
+    case Kind::Sensitivity: break;
+    default: return;  // (a pair is not walked: its parts are checked where they are taken apart)
+  }
+  ad_error("*j-inverse", "expected a reverse value", v);
+}
+
 // (*j-inverse v) taken apart at once, v a pair (the argument tuple of a primitive's reverse rule
 // under a further transform): the parts' *j-inverse into out, without the pair *j-inverse would
 // make, when each part is a reverse-tagged value or a view of *j of data — parts whose
