@@ -172,9 +172,23 @@ bool inert(Value v) {
 // two primitives that differ. They do not conform (the paper: a primitive conforms to itself);
 // any other two such values sum to either (the sensitivity of a procedure argument can be a
 // primitive at one level and its transformed version at another, () stands for any inert zero).
+// The primitive a procedure is at some level of transformation: itself, or the primitive whose
+// rule (forward or reverse, transformed any number of times) a closure's lambda is; else null.
+Prim* primitive_of(Value v) {
+  if (is(v, Kind::Prim)) return static_cast<Prim*>(v.as_obj());
+  if (!is(v, Kind::Closure)) return nullptr;
+  Lambda* lam = static_cast<Closure*>(v.as_obj())->lambda;
+  while (lam->transform && lam->source) lam = lam->source;
+  return lam->rule_of;
+}
+
 bool different_atoms(Value a, Value b) {
   if (a.is_bool() && b.is_bool()) return a != b;
-  if (is(a, Kind::Prim) && is(b, Kind::Prim)) return a != b;
+  // (two primitives, or their versions at any levels: sin and cos's forward rule do not conform
+  // under a derivative as sin and cos do not in the primal)
+  Prim* pa = primitive_of(a);
+  Prim* pb = pa ? primitive_of(b) : nullptr;
+  if (pa && pb) return pa != pb;
   if (is(a, Kind::String) && is(b, Kind::String)) return !string_equal(a, b);
   return false;
 }
@@ -821,7 +835,7 @@ void release_ad_tables() {
 }
 
 bool inert_sum(Value a, Value b, Value* r) {
-  if (!inert(a) || !inert(b)) return false;
+  if (!inert(a) || !inert(b) || different_atoms(a, b)) return false;  // (plus raises the error)
   *r = a.is_nil() ? b : a;
   return true;
 }
