@@ -854,7 +854,11 @@ Value prim_in_frame(Prim* p, Value arg, Pos pos) {
   CallFrame frame(Value::obj(p), pos, false);
   Interp* in = current;
   if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
-  return apply_prim(p, arg);
+  try {
+    return apply_prim(p, arg);
+  } catch (const std::bad_alloc&) {  // (a transform's containers past the heap limit: located)
+    throw memory_error();
+  }
 }
 
 }  // namespace
@@ -896,7 +900,14 @@ inline void note_tail_call(CallRecord* rec, Value f, Pos pos) {
 }
 
 Code* code_of(Lambda* lam) {
-  if (!lam->code) compile(lam);
+  if (!lam->code) {
+    try {
+      compile(lam);
+    } catch (const std::bad_alloc&) {
+      // (its containers past the heap limit: an Error, which the calls being unwound locate)
+      throw memory_error();
+    }
+  }
   return lam->code;
 }
 

@@ -434,7 +434,7 @@ bool mark_raw_in(Body* b) {
   return false;
 }
 
-Value eval_rule(Prim* p, const char* src, char kind) {
+Value eval_rule_text(Prim* p, const char* src, char kind) {
   AnalysisScope analysis;
   Interp& in = *current;
   gc_vector<TopForm> forms = read_program(src, "<rules>");
@@ -448,6 +448,16 @@ Value eval_rule(Prim* p, const char* src, char kind) {
   lam->name = intern(name);
   install_native(p, lam, kind);
   return v;
+}
+
+Value eval_rule(Prim* p, const char* src, char kind) {
+  try {
+    return eval_rule_text(p, src, kind);
+  } catch (const std::bad_alloc&) {
+    // (a container of the expander's past the heap limit: the Error gets the position of the
+    // call whose rule this is, as any error of a primitive's does)
+    throw memory_error();
+  }
 }
 
 }  // namespace

@@ -279,9 +279,12 @@ void run_here(Interp* in, const std::function<void()>& fn, bool nested) {
     finish();
     throw;
   } catch (const std::bad_alloc&) {
+    // (a C++ container past the heap limit, e.g. compiling a lambda's code: the error gets its
+    // position and trace as any other, where the evaluation's call records are)
+    Error e = memory_error();
+    if (nested) attach_trace(e, base);
     finish();
-    if (nested) throw memory_error();
-    throw;
+    throw e;
   } catch (...) {
     finish();
     throw;
