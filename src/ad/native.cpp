@@ -1055,18 +1055,19 @@ Value fwd_ad(Closure* c, Value v) {
   // gradient-R's (*j f) of one closure once an integration step, inside a forward derivative)
   ClosureMemo* memo = is(v, Kind::Closure) && v.as_obj()->aux != 0 ? closure_memo(p, v) : nullptr;
   if (memo && memo->key == v && memo->op == p) return memo->r;
-  // (the tangent's part first, then the primal's: the order the calls were always made in)
+  // (the primal's part first: when both fail, the error is the primal call's, with the value the
+  // program gave, not its tangent's)
   Value t, q;
   const Bundle *a, *d;
   if (bundle_pair(v, &a, &d) && p->arity == 2) {  // (bundle x y) and ⊕ under nested forward derivatives
-    t = p->fn2(p, a->tangent, d->tangent);
     q = p->fn2(p, a->primal, d->primal);
+    t = p->fn2(p, a->tangent, d->tangent);
   } else if (const Bundle* b = as_bundle(v)) {
-    t = apply_prim(p, b->tangent);
     q = apply_prim(p, b->primal);
+    t = apply_prim(p, b->tangent);
   } else {
-    t = apply_prim(p, tangent_untagged(v));
     q = apply_prim(p, primal(v));
+    t = apply_prim(p, tangent_untagged(v));
   }
   r = bundle_untagged(q, t);
   if (memo) *memo = {v, p, r};
