@@ -1353,14 +1353,24 @@ bool rev_dot_s1(Closure* c, Value xr, Value* out) {
   return rev_dot_s2(c, in.p_car->fn1(in.p_car, xr), in.p_cdr->fn1(in.p_cdr, xr), out);
 }
 
-// The reals of a first-level reverse list times y, a fresh list: what %dot-bar gives, the
-// products counted.
-Value scaled_list(Value l, double y, uint64_t& n) {
-  Value head = Value::nil();
+// The reals of a first-level reverse list vals times y, a fresh list (the sensitivity of the list
+// shape, of vals' length): what %dot-bar gives, the products counted. When last_zero (ȳ = +0: the
+// loop's last step is skipped, as a structural backpropagator's is), the list's last cell is not
+// made: its rest from there is the zero of shape's rest from there, as the body's skipped step
+// leaves it (a zero view, whose parts later backpropagators skip).
+Value scaled_list(Value vals, Value shape, double y, uint64_t& n, bool last_zero) {
+  Value head = Value::nil(), e, d;
   Pair* last = nullptr;
   n = 0;
-  Value e;
-  while (reverse_list_step(l, e, l)) {  // (a list rev_dot_s2 walked)
+  while (reverse_list_step(vals, e, vals)) {  // (lists rev_dot_s2 walked)
+    Value here = shape;
+    reverse_list_step(shape, d, shape);
+    if (last_zero && vals.is_nil()) {
+      Value z = rzero(here);
+      if (last) last->cdr = z;
+      else head = z;
+      break;
+    }
     double x = 0;
     plain_reverse(e, x);
     Value p = cons(Value::real(x * y), Value::nil());
@@ -1373,22 +1383,26 @@ Value scaled_list(Value l, double y, uint64_t& n) {
   return head;
 }
 
-// What %dot-bp's lambda computes for a real ȳ: (f̄ . (ū . v̄)), f̄ the zero of dot (whose
-// constant, as a free variable, is a zero), ū_i = v_i ȳ and v̄_i = u_i ȳ, the transposes of the
-// steps' products; the sums pass ȳ on unchanged. (Its closures are made only by rev_dot_s2, over
-// lists it checked.) Any other ȳ, and +0 (for which the loop's last step gives +0 for a -0
-// product): the lambda's body.
+// What %dot-bp's lambda computes: (f̄ . (ū . v̄)), f̄ the zero of dot (whose constant, as a free
+// variable, is a zero), ū_i = v_i ȳ and v̄_i = u_i ȳ, the transposes of the steps' products (the
+// sums pass ȳ on unchanged), as the loop's steps give them: for ȳ = +0 the last step's two zeros,
+// not products (its backpropagator skipped: 0 · inf is no NaN there); a zero ȳ of any form (a
+// program's (), #t, (zero ...)) as +0. (Its closures are made only by rev_dot_s2, over lists it
+// checked.) Any other ȳ: the lambda's body.
+inline bool skipped_zero(Value y);
 bool bp_dot(Closure* c, Value y, Value* out) {
-  if (!y.is_real() || y.bits == Value::real(0.0).bits) return false;
   Interp& in = *current;
-  double s = y.as_real();
+  Value u = c->env[0], v = c->env[1];
+  double s = 0;
+  if (!skipped_zero(y) && !plain_real(y, s)) return false;  // (a zero: as +0, the body's steps' way)
+  bool last_zero = Value::real(s).bits == Value::real(0.0).bits;
   uint64_t n;
-  Value u_bar = scaled_list(c->env[1], s, n);
+  Value u_bar = scaled_list(v, u, s, n, last_zero);
   // (dot v v), magnitude's: the two lists are equal, made once (the values are immutable), their
   // products counted twice, as the body computes them
   Value v_bar = u_bar;
-  if (c->env[0] == c->env[1]) count(ids().mul, n);
-  else v_bar = scaled_list(c->env[0], s, n);
+  if (u == v) count(ids().mul, n);
+  else v_bar = scaled_list(u, v, s, n, last_zero);
   out[0] = zero_of(closure_of(in.dot, nullptr));
   out[1] = cons(u_bar, v_bar);
   return true;
@@ -1436,61 +1450,74 @@ bool rev_map2_s1(Closure* c, Value xr, Value* out) {
   return reverse_list_step(xr, f, ls) && rev_map2_s2(c, f, ls, out);
 }
 
-// A sensitivity a backpropagator call skips, as a zero (eval.cpp zero_sensitivity, for a value
-// that is the sensitivity of a real or of a list).
-inline bool skipped_zero(Value y) { return y.is_zero_sens() || is(y, Kind::Zero) || is_zero_view(y) || y.is_nil(); }
+// A sensitivity a backpropagator call skips, as a zero (eval.cpp zero_sensitivity).
+inline bool skipped_zero(Value y) {
+  return y.is_zero_sens() || y.is_nil() || y.is_bool() || is(y, Kind::Zero) || is_zero_view(y) || is(y, Kind::String);
+}
 
-// What %map2-bp's lambda computes, as the body's steps would: (f̄ . (() . (l̄1 . l̄2))), f̄ the zero
-// of map2, () the sum of the rule's own f̄ (each ()), and l̄1, l̄2 the lists of the two parts of each
-// element's x̄, which the backpropagator of its value (the view of its node, as the body's call of
-// f gave it) gives a real ȳ_i; for a zero ȳ_i (a call the body skips) the zeros of the element's
-// arguments, and from where ȳ's spine is a zero (the list's other steps skipped) the zeros of the
-// lists' rests. Any other ȳ: the lambda's body.
+// What %map2-bp's lambda computes, as the body's steps would: (f̄ . (f̄_f . (l̄1 . l̄2))), f̄ the
+// zero of map2, and l̄1, l̄2 the lists of the two parts of each element's x̄: for ȳ_i real, what
+// the backpropagator of its value (the view of its node, as the body's call of f gave it) gives
+// it; for a zero ȳ_i (a call the body skips) the zeros of the element's arguments; for anything
+// else, that backpropagator's call (its answer, or its error). From where the rest of ȳ is a zero
+// (a projection's), the zeros of the lists' rests (the body's later steps skipped). f̄_f, the sum
+// of f's sensitivities, is () when an element's backpropagator ran, else f's zero. As in the body,
+// ȳ's spine is taken apart first (a rest that is no pair nor zero: its error), then the elements
+// from the last to the first (each step calls the rest's backpropagator before its element's).
 bool bp_map2(Closure* c, Value y, Value* out) {
-  Value ys = c->env[3], cur = y;
-  bool any = false;
-  for (Value v = ys; is_pair(v); v = static_cast<Pair*>(v.as_obj())->cdr) {  // (ys: a list rev_map2_s2 made)
-    if (skipped_zero(cur)) break;
-    if (!is_pair(cur)) return false;
-    Value e = static_cast<Pair*>(cur.as_obj())->car;
-    if (e.is_real()) any = true;
-    else if (!skipped_zero(e) || e.is_nil()) return false;
-    cur = static_cast<Pair*>(cur.as_obj())->cdr;
-  }
-  if (!any) return false;  // (then f's sensitivity is its zero: the body)
-  Prim* p = prim_of(static_cast<Closure*>(c->env[0].as_obj()));
-  Value h1 = Value::nil(), h2 = Value::nil(), l1 = c->env[1], l2 = c->env[2], a, b, o[3];
-  Pair *t1 = nullptr, *t2 = nullptr;
-  auto append = [&](Value x1, Value x2) {
-    Value p1 = cons(x1, Value::nil()), p2 = cons(x2, Value::nil());
-    if (t1) t1->cdr = p1, t2->cdr = p2;
-    else h1 = p1, h2 = p2;
-    t1 = static_cast<Pair*>(p1.as_obj());
-    t2 = static_cast<Pair*>(p2.as_obj());
-  };
-  for (cur = y; is_pair(ys); ys = cdr(ys)) {
-    if (skipped_zero(cur)) {  // the rest's zeros
-      if (t1) t1->cdr = rzero(l1), t2->cdr = rzero(l2);
-      else h1 = rzero(l1), h2 = rzero(l2);
+  Value f = c->env[0], l1 = c->env[1], l2 = c->env[2], ys = c->env[3], cur = y;
+  Prim* p = prim_of(static_cast<Closure*>(f.as_obj()));
+  gc_vector<Value> el;  // per step: ȳ_i, its two arguments and its value's node
+  bool zero_rest = false;
+  for (bool top = true; is_pair(ys); ys = cdr(ys), top = false) {
+    if (!top && skipped_zero(cur)) {  // (the recursive step's backpropagator skipped)
+      zero_rest = true;
       break;
+    }
+    Value e, rest, a, b;
+    if (is_pair(cur)) {
+      e = car(cur);
+      rest = cdr(cur);
+    } else if (zero_part(cur, false, &e) && zero_part(cur, true, &rest)) {  // a zero of a pair, lazily
+    } else {
+      Value m = is_lazy(cur) ? force(cur) : cur;
+      if (!is_pair(m)) sensitivity_not_pair(m);
+      e = car(m);
+      rest = cdr(m);
     }
     reverse_list_step(l1, a, l1);
     reverse_list_step(l2, b, l2);
-    Value e = car(cur);
-    if (e.is_real()) {
-      Value node = car(ys);  // (a node: no element was two constants)
-      Value bp = node_args(op_of(p)) == 0 ? shared_bp_view(p) : view_of(node, kViewBpNode);
-      if (!back_view(bp, e, o, true)) return false;  // (never, for a node's view and a real)
-      append(o[1], o[2]);
+    el.insert(el.end(), {e, a, b, car(ys)});
+    cur = rest;
+  }
+  // the lists from their ends: the rests' zeros (or ()), then each element's parts
+  Value h1 = zero_rest ? rzero(l1) : Value::nil(), h2 = zero_rest ? rzero(l2) : Value::nil(), o[3];
+  bool called = false;
+  for (size_t k = el.size(); k >= 4; k -= 4) {
+    Value e = el[k - 4], a = el[k - 3], b = el[k - 2], node = el[k - 1];  // (a node: no element was two constants)
+    Value bp = node_args(op_of(p)) == 0 ? shared_bp_view(p) : view_of(node, kViewBpNode);
+    if (e.is_real() && back_view(bp, e, o, true)) {
+      called = true;
+    } else if (skipped_zero(e)) {
+      o[1] = rzero(a);
+      o[2] = rzero(b);
     } else {
-      append(rzero(a), rzero(b));
+      Value r = back_call(bp, e, o, Pos(), true);  // (what the body's call gives, or its error)
+      if (!r.is_unbound()) {
+        r = force(r);
+        if (!is_pair(r)) sensitivity_not_pair(r);
+        split_sensitivity(cdr(r), o + 1);
+      }
+      called = true;
     }
-    cur = cdr(cur);
+    h1 = cons(o[1], h1);
+    h2 = cons(o[2], h2);
   }
   out[0] = zero_of(closure_of(current->map2, nullptr));
-  out[1] = cons(Value::nil(), cons(h1, h2));
+  out[1] = cons(called ? Value::nil() : rzero(f), cons(h1, h2));
   return true;
 }
+
 }  // namespace
 
 namespace {

@@ -951,7 +951,9 @@ inline void keep_alive(Value v) { asm volatile("" : : "r"(v.bits) : "memory"); }
 // instead of the halves: x̄ taken apart, or never made when the body can give its parts
 // (Exit::Triple).
 // (`record` false: no call record for cl, a link of a chain whose record is the innermost one.)
-Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false, bool record = true) {
+// (as_procedure: called by a program with a sensitivity, not by a backpropagator call: a zero ȳ
+// is not skipped — a skip's placeholder zeros would be its result, #<zero> — but given to the body)
+Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false, bool record = true, bool as_procedure = false) {
   const Code* lone = code_of(cl->lambda);
   if (!lone->chain_head && !cl->lambda->native_back) {  // no chain to walk: its body, as below
     std::optional<CallFrame> frame;
@@ -1025,7 +1027,7 @@ Value run_raw(Closure* cl, Value y, Value* out, Pos pos, bool three = false, boo
   Value halves[3];  // (f̄, x̄) or, after Exit::Triple, (f̄, car x̄, cdr x̄)
   Exit e = Exit::Pair;
   try {
-    if (direct && (zero_sensitivity(y) || structural_zero(Value::obj(direct), y))) {
+    if (direct && !(as_procedure && top == base) && (zero_sensitivity(y) || structural_zero(Value::obj(direct), y))) {
       // (the chain's end skipped as back_call skips it, and as native code, which enters a short
       // chain at its first instruction and so calls the end through a backpropagator call, does)
       halves[0] = halves[1] = halves[2] = Value::zero_sens();
@@ -1135,7 +1137,7 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out, Lambda* entry = n
       }
       if (lam->raw_bp && lam == cl->lambda) {  // a backpropagator called as a procedure: (sensitize ∘ body ∘ unsensitize)
         if (in->meter_retained) note_retained(f);
-        Value r = run_raw(cl, unsensitize(arg), halves, site);
+        Value r = run_raw(cl, unsensitize(arg), halves, site, false, true, true);
         halves[0] = sensitize(r.is_unbound() ? cons(halves[0], halves[1]) : r);
         goto value;
       }
