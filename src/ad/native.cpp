@@ -1467,7 +1467,17 @@ inline bool skipped_zero(Value y) {
 bool bp_map2(Closure* c, Value y, Value* out) {
   Value f = c->env[0], l1 = c->env[1], l2 = c->env[2], ys = c->env[3], cur = y;
   Prim* p = prim_of(static_cast<Closure*>(f.as_obj()));
-  gc_vector<Value> el;  // per step: ȳ_i, its two arguments and its value's node
+  // per step: ȳ_i, its two arguments and its value's node (on the stack, which the collector
+  // scans, for lists of up to 16: no allocation and free a call; past that in a vector)
+  Value small[64];
+  gc_vector<Value> big;
+  size_t nel = 0;
+  auto push = [&](Value e, Value a, Value b, Value node) {
+    if (nel + 4 > 64 && big.empty()) big.assign(small, small + nel);
+    if (!big.empty()) big.insert(big.end(), {e, a, b, node});
+    else small[nel] = e, small[nel + 1] = a, small[nel + 2] = b, small[nel + 3] = node;
+    nel += 4;
+  };
   bool zero_rest = false;
   for (bool top = true; is_pair(ys); ys = cdr(ys), top = false) {
     if (!top && skipped_zero(cur)) {  // (the recursive step's backpropagator skipped)
@@ -1487,13 +1497,14 @@ bool bp_map2(Closure* c, Value y, Value* out) {
     }
     reverse_list_step(l1, a, l1);
     reverse_list_step(l2, b, l2);
-    el.insert(el.end(), {e, a, b, car(ys)});
+    push(e, a, b, car(ys));
     cur = rest;
   }
   // the lists from their ends: the rests' zeros (or ()), then each element's parts
   Value h1 = zero_rest ? rzero(l1) : Value::nil(), h2 = zero_rest ? rzero(l2) : Value::nil(), o[3];
   bool called = false;
-  for (size_t k = el.size(); k >= 4; k -= 4) {
+  Value* el = big.empty() ? small : big.data();
+  for (size_t k = nel; k >= 4; k -= 4) {
     Value e = el[k - 4], a = el[k - 3], b = el[k - 2], node = el[k - 1];  // (a node: no element was two constants)
     Value bp = node_args(op_of(p)) == 0 ? shared_bp_view(p) : view_of(node, kViewBpNode);
     if (e.is_real() && back_view(bp, e, o, true)) {
