@@ -117,9 +117,10 @@ void install_list_ref_bp(Lambda* bp);
 // dot's likewise: at the first level, the products and their sum at once, with one
 // backpropagator (Interp::dot_bp, whose native form install_dot_bp gives).
 void install_dot_bp(Lambda* bp);
-// map2's with the reverse rule of a binary arithmetic primitive (v+, v-): the rule applied to
-// each pair of elements at once, with one backpropagator (Interp::map2_bp, install_map2_bp).
-void install_map2_bp(Lambda* bp);
+// v+'s and v-'s likewise: map2 of + or -'s reverse rule applied to each pair of elements at once,
+// with one backpropagator (Interp::vplus_bp / vminus_bp, named `name`, or null when its free
+// variables are not the native form's).
+Lambda* install_v2_bp(Lambda* bp, const char* name);
 
 // ---- constants in reverse-transformed code ----
 // A reverse real made from a constant of the code (the reverse transform's φ of a constant), or

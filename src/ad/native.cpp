@@ -1408,18 +1408,14 @@ bool bp_dot(Closure* c, Value y, Value* out) {
   return true;
 }
 
-// (map2 f l1 l2) in reverse mode, f the reverse rule of a binary arithmetic primitive (v+'s +,
-// v-'s -) and l1, l2 reverse lists of one length n >= 1 whose elements are reverse reals at the
-// first level: the rule applied to each pair of elements (rev_binary_s2, as the body's calls of f
-// apply it) and the list of their values, with one backpropagator (bp_map2) for the steps'.
-// Anything else — another f, lists of two lengths or none, deeper nesting, two constants of the
-// code for one element (whose rule records nothing) — the transformed body, with its errors.
-bool rev_map2_s2(Closure*, Value f, Value ls, Value* out) {
-  Interp& in = *current;
-  if (!in.map2_bp || !is(f, Kind::Closure) || static_cast<Closure*>(f.as_obj())->lambda->native_split2 != rev_binary_s2) return false;
-  Value l1, l2, a, b;
-  if (!reverse_list_step(ls, l1, l2)) return false;
-  Value c1 = l1, c2 = l2;
+// (map2 f l1 l2) in reverse mode, f the reverse rule of a binary arithmetic primitive and l1, l2
+// reverse lists of one length n >= 1 whose elements are reverse reals at the first level: the
+// rule applied to each pair of elements (rev_binary_s2, as the body's calls of f apply it), the
+// list of their values into *ys. False for anything else — lists of two lengths or none, deeper
+// nesting, two constants of the code for one element (whose rule records nothing) — with
+// nothing counted. (The forward phase of v+ and v-, whose f is + or -'s rule: rev_v2_s2.)
+bool map2_rule_forward(Closure* fc, Value l1, Value l2, Value* ys) {
+  Value c1 = l1, c2 = l2, a, b;
   uint64_t n = 0;
   while (!c1.is_nil()) {  // (first without counting: the body may have to run instead)
     double x1, x2;
@@ -1429,7 +1425,6 @@ bool rev_map2_s2(Closure*, Value f, Value ls, Value* out) {
     n++;
   }
   if (n == 0 || !c2.is_nil()) return false;
-  Closure* fc = static_cast<Closure*>(f.as_obj());
   Value head = Value::nil(), o[2];
   Pair* last = nullptr;
   for (c1 = l1, c2 = l2; reverse_list_step(c1, a, c1) && reverse_list_step(c2, b, c2);) {
@@ -1439,15 +1434,29 @@ bool rev_map2_s2(Closure*, Value f, Value ls, Value* out) {
     else head = p;
     last = static_cast<Pair*>(p.as_obj());
   }
-  out[0] = head;
-  Value env[4] = {f, l1, l2, head};
-  out[1] = make_closure(in.map2_bp, env, 4);
+  *ys = head;
   return true;
 }
 
-bool rev_map2_s1(Closure* c, Value xr, Value* out) {
-  Value f, ls;
-  return reverse_list_step(xr, f, ls) && rev_map2_s2(c, f, ls, out);
+// (v+ u v) and (v- u v) in reverse mode: (map2 + u v) as map2_rule_forward computes it, with one
+// backpropagator (bp_v2) for the steps' of v+'s body and map2's.
+bool rev_v2_s2(Closure* c, Value ur, Value vr, Value* out) {
+  Interp& in = *current;
+  bool plus = c->lambda->source == in.v_plus;
+  Lambda* bp = plus ? in.vplus_bp : in.vminus_bp;
+  if (!bp) return false;
+  Value f = prim_reverse(plus ? in.p_add : in.p_sub);
+  Value ys;
+  if (!map2_rule_forward(static_cast<Closure*>(f.as_obj()), ur, vr, &ys)) return false;
+  out[0] = ys;
+  Value env[5] = {closure_of(c->lambda->source, nullptr), f, ur, vr, ys};
+  out[1] = make_closure(bp, env, 5);
+  return true;
+}
+
+bool rev_v2_s1(Closure* c, Value xr, Value* out) {
+  Value u, v;
+  return reverse_list_step(xr, u, v) && rev_v2_s2(c, u, v, out);
 }
 
 // A sensitivity a backpropagator call skips, as a zero (eval.cpp zero_sensitivity).
@@ -1455,8 +1464,8 @@ inline bool skipped_zero(Value y) {
   return y.is_zero_sens() || y.is_nil() || y.is_bool() || is(y, Kind::Zero) || is_zero_view(y) || is(y, Kind::String);
 }
 
-// What %map2-bp's lambda computes, as the body's steps would: (f̄ . (f̄_f . (l̄1 . l̄2))), f̄ the
-// zero of map2, and l̄1, l̄2 the lists of the two parts of each element's x̄: for ȳ_i real, what
+// What (map2 f l1 l2)'s backpropagator gives, as the body's steps would: (f̄ . (f̄_f . (l̄1 .
+// l̄2))), f̄ the zero of map2, and l̄1, l̄2 the lists of the two parts of each element's x̄: for ȳ_i real, what
 // the backpropagator of its value (the view of its node, as the body's call of f gave it) gives
 // it; for a zero ȳ_i (a call the body skips) the zeros of the element's arguments; for anything
 // else, that backpropagator's call (its answer, or its error). From where the rest of ȳ is a zero
@@ -1464,8 +1473,9 @@ inline bool skipped_zero(Value y) {
 // of f's sensitivities, is () when an element's backpropagator ran, else f's zero. As in the body,
 // ȳ's spine is taken apart first (a rest that is no pair nor zero: its error), then the elements
 // from the last to the first (each step calls the rest's backpropagator before its element's).
-bool bp_map2(Closure* c, Value y, Value* out) {
-  Value f = c->env[0], l1 = c->env[1], l2 = c->env[2], ys = c->env[3], cur = y;
+// (into out[1] f̄_f, out[2] l̄1, out[3] l̄2)
+void map2_rule_back(Value f, Value l1, Value l2, Value ys, Value y, Value* out) {
+  Value cur = y;
   Prim* p = prim_of(static_cast<Closure*>(f.as_obj()));
   // per step: ȳ_i, its two arguments and its value's node (on the stack, which the collector
   // scans, for lists of up to 16: no allocation and free a call; past that in a vector)
@@ -1524,8 +1534,24 @@ bool bp_map2(Closure* c, Value y, Value* out) {
     h1 = cons(o[1], h1);
     h2 = cons(o[2], h2);
   }
-  out[0] = zero_of(closure_of(current->map2, nullptr));
-  out[1] = cons(called ? Value::nil() : rzero(f), cons(h1, h2));
+  out[1] = called ? Value::nil() : rzero(f);
+  out[2] = h1;
+  out[3] = h2;
+}
+
+// What %v+-bp's (or %v--bp's) lambda computes: (f̄ . (ū . v̄)), f̄ the zero of v+ (or v-), ū and
+// v̄ map2's l̄1 and l̄2 (its f̄_f, the sensitivity of v+'s `+`, dropped); for a zero ȳ, which v+'s
+// body does not give map2's backpropagator, the zeros of u and v.
+bool bp_v2(Closure* c, Value y, Value* out) {
+  Value parts[4];
+  if (skipped_zero(y)) {  // (v+'s body skips map2's backpropagator: the zeros of u and v)
+    out[0] = zero_of(c->env[0]);
+    out[1] = cons(rzero(c->env[2]), rzero(c->env[3]));
+    return true;
+  }
+  map2_rule_back(c->env[1], c->env[2], c->env[3], c->env[4], y, parts);
+  out[0] = zero_of(c->env[0]);
+  out[1] = cons(parts[2], parts[3]);
   return true;
 }
 
@@ -1632,7 +1658,7 @@ void install_prelude_rule(Lambda* lam, Lambda* r) {
   if (lam == in.list_ref && in.list_ref_bp) set_rule2<rev_list_ref_s1, rev_list_ref_s2>(r);
   else if (lam == in.equal_p) set_rule2<rev_equal_s1, rev_equal_s2>(r);
   else if (lam == in.dot && in.dot_bp) set_rule2<rev_dot_s1, rev_dot_s2>(r);
-  else if (lam == in.map2 && in.map2_bp) set_rule2<rev_map2_s1, rev_map2_s2>(r);
+  else if (lam == in.v_plus || lam == in.v_minus) set_rule2<rev_v2_s1, rev_v2_s2>(r);
 }
 void install_list_ref_bp(Lambda* bp) {
   bp->name = intern("backpropagator of list-ref");  // (as the transformed body's prints)
@@ -1647,13 +1673,13 @@ bool free_variables_are(Lambda* bp, std::initializer_list<const char*> names) {
     if (strcmp(bp->free[k++]->name, n) != 0) return false;
   return true;
 }
-void install_map2_bp(Lambda* bp) {
-  if (!free_variables_are(bp, {"f", "l1", "l2", "ys"})) {
-    current->map2_bp = nullptr;  // (then map2's reverse transform is its body, as before)
-    return;
-  }
-  bp->name = intern("backpropagator of map2");  // (as the transformed body's prints)
-  set_bp<bp_map2>(bp);
+// (null when its free variables are not what bp_v2 reads: then the reverse transform of v+ or v-
+// is its body, as before)
+Lambda* install_v2_bp(Lambda* bp, const char* name) {
+  if (!free_variables_are(bp, {"g", "f", "l1", "l2", "ys"})) return nullptr;
+  bp->name = intern(name);  // (as the transformed body's prints)
+  set_bp<bp_v2>(bp);
+  return bp;
 }
 void install_dot_bp(Lambda* bp) {
   if (!free_variables_are(bp, {"u", "v"})) {  // (bp_dot reads them at env[0] and env[1])

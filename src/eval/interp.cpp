@@ -148,11 +148,21 @@ Interp::Interp() {
   for (Binding& b : dbp->body->binds)
     if (b.op == Op::Lambda) dot_bp = b.lam;
   dot = static_cast<Closure*>(cell(intern("dot"), true)->value.as_obj())->lambda;
-  Lambda* mbp = static_cast<Closure*>(cell(intern("%map2-bp"), true)->value.as_obj())->lambda;
-  mark_raw_backpropagator(mbp);
-  for (Binding& b : mbp->body->binds)
-    if (b.op == Op::Lambda) map2_bp = b.lam;
+  auto raw_bp_of = [&](const char* maker) {  // the lambda of a prelude function's closures: raw backpropagators
+    Lambda* m = static_cast<Closure*>(cell(intern(maker), true)->value.as_obj())->lambda;
+    mark_raw_backpropagator(m);
+    Lambda* r = nullptr;
+    for (Binding& b : m->body->binds)
+      if (b.op == Op::Lambda) r = b.lam;
+    return r;
+  };
+  vplus_bp = raw_bp_of("%v+-bp");
+  vminus_bp = raw_bp_of("%v--bp");
   map2 = static_cast<Closure*>(cell(intern("map2"), true)->value.as_obj())->lambda;
+  v_plus = static_cast<Closure*>(cell(intern("v+"), true)->value.as_obj())->lambda;
+  v_minus = static_cast<Closure*>(cell(intern("v-"), true)->value.as_obj())->lambda;
+  p_add = prim("+");
+  p_sub = prim("-");
   list_ref = static_cast<Closure*>(cell(intern("list-ref"), true)->value.as_obj())->lambda;
   equal_p = static_cast<Closure*>(cell(intern("equal?"), true)->value.as_obj())->lambda;
   p_car = prim("car");
@@ -162,7 +172,8 @@ Interp::Interp() {
   p_zero_sens2 = prim("%zero-sensitivities?");
   install_list_ref_bp(list_ref_bp);
   install_dot_bp(dot_bp);
-  install_map2_bp(map2_bp);
+  vplus_bp = install_v2_bp(vplus_bp, "backpropagator of v+");
+  vminus_bp = install_v2_bp(vminus_bp, "backpropagator of v-");
   tangent_of = cell(intern("%tangent-of"), true)->value;
   for (Binding& b : static_cast<Closure*>(tangent_of.as_obj())->lambda->body->binds)
     if (b.op == Op::Lambda) tangent_fn = b.lam;
