@@ -158,7 +158,6 @@ Interp::Interp() {
   };
   vplus_bp = raw_bp_of("%v+-bp");
   vminus_bp = raw_bp_of("%v--bp");
-  map2 = static_cast<Closure*>(cell(intern("map2"), true)->value.as_obj())->lambda;
   v_plus = static_cast<Closure*>(cell(intern("v+"), true)->value.as_obj())->lambda;
   v_minus = static_cast<Closure*>(cell(intern("v-"), true)->value.as_obj())->lambda;
   p_add = prim("+");

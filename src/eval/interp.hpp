@@ -59,10 +59,9 @@ struct Interp {
   // The prelude's dot, whose reverse transform computes at once at the first level, and the
   // backpropagator it makes (the lambda of %dot-bp's closures).
   Lambda *dot = nullptr, *dot_bp = nullptr;
-  // The prelude's map2 (whose zero a backpropagator gives), and v+ and v-, whose reverse
-  // transforms apply + or -'s reverse rule at once at the first level, with the backpropagators
-  // they make (%v+-bp's and %v--bp's lambdas).
-  Lambda *map2 = nullptr, *v_plus = nullptr, *v_minus = nullptr, *vplus_bp = nullptr, *vminus_bp = nullptr;
+  // The prelude's v+ and v-, whose reverse transforms apply + or -'s reverse rule at once at the
+  // first level, with the backpropagators they make (%v+-bp's and %v--bp's lambdas).
+  Lambda *v_plus = nullptr, *v_minus = nullptr, *vplus_bp = nullptr, *vminus_bp = nullptr;
   Prim *p_add = nullptr, *p_sub = nullptr;
   // The prelude's equal?, whose reverse transform compares data at the first level at once.
   Lambda* equal_p = nullptr;
