@@ -288,13 +288,13 @@ d0=$(dot_count 0 "# interpreted steps:"); d2=$(dot_count 2 "# interpreted steps:
 bounded "gradient through dot of a 1000-list: steps beyond the input's" "$([ -n "$d0" ] && [ -n "$d2" ] && echo $((d2 - d0)) || echo error)" 200
 d0=$(dot_count 0 "# heap objects allocated:"); d2=$(dot_count 2 "# heap objects allocated:")
 bounded "gradient through dot of a 1000-list: objects beyond the input's" "$([ -n "$d0" ] && [ -n "$d2" ] && echo $((d2 - d0)) || echo error)" 3000
-# The native forms of the reverse transforms of dot, v+ and v- count the primitive operations their
+# The native forms of the reverse transforms of dot, v+, v- and distance count the operations their
 # bodies would (tests/cost/prelude-native.vlad: the prelude's, mode 1, against copies of their
 # definitions, mode 2, whose bodies run step by step): the meter's counts, each primitive's, alike.
 pn() { echo "$1" | timeout 300 "$V" --meter tests/cost/prelude-native.vlad 2>&1 >/dev/null | awk '/^# / { next } NF == 2 || /^total/ { print }' | tr '\n' ' '; }
 p1=$(pn 1); p2=$(pn 2)
 if [ -n "$p1" ] && [ "$p1" = "$p2" ]; then
-  echo "ok - the native reverse forms of dot, v+ and v- count what their bodies would: $p1"
+  echo "ok - the native reverse forms of dot, v+, v- and distance count what their bodies would: $p1"
 else
-  echo "not ok - the native reverse forms of dot, v+ and v- count what their bodies would: '$p1' against '$p2'"
+  echo "not ok - the native reverse forms of dot, v+, v- and distance count what their bodies would: '$p1' against '$p2'"
 fi

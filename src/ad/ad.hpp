@@ -117,6 +117,8 @@ void install_list_ref_bp(Lambda* bp);
 // dot's likewise: at the first level, the products and their sum at once, with one
 // backpropagator (Interp::dot_bp, whose native form install_dot_bp gives).
 void install_dot_bp(Lambda* bp);
+// distance's likewise: v-, dot and sqrt at once (Interp::distance_bp, install_distance_bp).
+void install_distance_bp(Lambda* bp);
 // v+'s and v-'s likewise: map2 of + or -'s reverse rule applied to each pair of elements at once,
 // with one backpropagator (Interp::vplus_bp / vminus_bp, named `name`, or null when its free
 // variables are not the native form's).

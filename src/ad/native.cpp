@@ -1489,7 +1489,9 @@ void map2_rule_back(Value f, Value l1, Value l2, Value ys, Value y, Value* out) 
     nel += 4;
   };
   bool zero_rest = false;
-  for (bool top = true; is_pair(ys); ys = cdr(ys), top = false) {
+  // (ys unbound: the rule's nodes are not read, + or -'s: l1 gives the length)
+  auto more = [&] { return ys.is_unbound() ? !l1.is_nil() : is_pair(ys); };
+  for (bool top = true; more(); ys = ys.is_unbound() ? ys : cdr(ys), top = false) {
     if (!top && skipped_zero(cur)) {  // (the recursive step's backpropagator skipped)
       zero_rest = true;
       break;
@@ -1507,7 +1509,7 @@ void map2_rule_back(Value f, Value l1, Value l2, Value ys, Value y, Value* out) 
     }
     reverse_list_step(l1, a, l1);
     reverse_list_step(l2, b, l2);
-    push(e, a, b, car(ys));
+    push(e, a, b, ys.is_unbound() ? Value::nil() : car(ys));
     cur = rest;
   }
   // the lists from their ends: the rests' zeros (or ()), then each element's parts
@@ -1551,6 +1553,101 @@ bool bp_v2(Closure* c, Value y, Value* out) {
   }
   map2_rule_back(c->env[1], c->env[2], c->env[3], c->env[4], y, parts);
   out[0] = zero_of(c->env[0]);
+  out[1] = cons(parts[2], parts[3]);
+  return true;
+}
+
+
+// (distance u v) = (magnitude (v- u v)) = (sqrt (dot d d)), d = (v- u v), in reverse mode, u and v
+// reverse lists of one length n >= 1 whose elements are first-level reverse reals (no element two
+// constants of the code): what the three bodies' forward phases compute — v-'s n differences
+// (`-`'s rule), dot's sum of squares, sqrt's rule on it: the node of its value — counted as
+// there, at once, with one backpropagator (bp_distance) for theirs. Anything else: the body.
+bool rev_distance_s2(Closure*, Value ur, Value vr, Value* out) {
+  Interp& in = *current;
+  if (!in.distance_bp) return false;
+  Value cu = ur, cv = vr, a, b;
+  uint64_t n = 0;
+  double acc = 0;
+  while (!cu.is_nil()) {
+    double x1, x2;
+    if (!reverse_list_step(cu, a, cu) || !reverse_list_step(cv, b, cv) || !plain_reverse(a, x1) ||
+        !plain_reverse(b, x2) || (is_const_leaf(a) && is_const_leaf(b)))
+      return false;  // (nothing counted yet)
+    double d = x1 - x2;
+    acc = acc + d * d;
+    n++;
+  }
+  if (n == 0 || !cv.is_nil()) return false;
+  const Ids& I = ids();
+  count(I.sub, n);
+  count(I.mul, n);
+  count(I.add, n);
+  Prim* sq = current->prims[I.sqrt_];
+  prim_reverse(sq);  // (its rules made: its native operation, which its node's backpropagator reads, set)
+  Value node = make_node(sq, arith1(sq, N_SQRT, acc), 1, acc, 0);  // (sqrt counted by arith1)
+  out[0] = node;
+  Value env[3] = {ur, vr, node};
+  out[1] = make_closure(in.distance_bp, env, 3);
+  return true;
+}
+
+bool rev_distance_s1(Closure* c, Value xr, Value* out) {
+  Value u, v;
+  return reverse_list_step(xr, u, v) && rev_distance_s2(c, u, v, out);
+}
+
+// What %distance-bp's lambda computes, as the three bodies' backpropagators would, each called as
+// its caller's call gives it: ȳ to sqrt's node's (its error, for a ȳ that is no real), d̄ to dot's
+// (bp_dot's products d_i d̄, or for d̄ = +0 the last step's zero), m̄ = ū ⊕ v̄ (the sensitivity of
+// magnitude's v, given to dot twice), m̄ to v-'s (each element's (m̄_i, 0 - m̄_i); from a zero
+// rest, the rests' zeros; a zero m̄, a call skipped: the zeros of u and v). (f̄ . (ū . v̄)).
+bool bp_distance(Closure* c, Value y, Value* out) {
+  Interp& in = *current;
+  Value u = c->env[0], v = c->env[1], node = c->env[2];
+  out[0] = zero_of(closure_of(in.distance, nullptr));
+  if (skipped_zero(y)) {  // (magnitude's backpropagator skipped, then v-'s)
+    out[1] = cons(rzero(u), rzero(v));
+    return true;
+  }
+  Value o[3];
+  Value r = back_call(view_of(node, kViewBpNode), y, o, Pos());  // sqrt's: d̄ (or its error)
+  Value d_bar = r.is_unbound() ? o[1] : cdr(force(r));
+  double s;
+  if (!plain_real(d_bar, s)) return false;  // (never: sqrt's x̄ is a real)
+  bool last_zero = Value::real(s).bits == Value::real(0.0).bits;
+  // m̄ from the end: its cells (d_i d̄ twice, summed), the last one's zero view for d̄ = +0
+  Value cu = u, cv = v, a, b, e;
+  Value m_head = Value::nil();
+  Pair* m_last = nullptr;
+  uint64_t n = 0;
+  Value here = u;  // (the shape of dot's u: magnitude's d, the list of v-'s values, of u's length)
+  while (reverse_list_step(cu, a, cu) && reverse_list_step(cv, b, cv)) {
+    double x1 = 0, x2 = 0;
+    plain_reverse(a, x1);
+    plain_reverse(b, x2);
+    if (last_zero && cu.is_nil()) {
+      Value z = rzero(here);  // (⊕ of two zero views: one)
+      if (m_last) m_last->cdr = z;
+      else m_head = z;
+      break;
+    }
+    double p = (x1 - x2) * s;
+    Value cell = cons(Value::real(p + p), Value::nil());
+    if (m_last) m_last->cdr = cell;
+    else m_head = cell;
+    m_last = static_cast<Pair*>(cell.as_obj());
+    here = cu;
+    n++;
+  }
+  count(ids().mul, 2 * n);  // (dot's two lists' products)
+  if (skipped_zero(m_head)) {  // (n = 1, d̄ = +0: v-'s backpropagator skipped)
+    out[1] = cons(rzero(u), rzero(v));
+    return true;
+  }
+  Value parts[4];
+  Value f = prim_reverse(in.p_sub);
+  map2_rule_back(f, u, v, Value::unbound(), m_head, parts);  // (`-`'s nodes are not read)
   out[1] = cons(parts[2], parts[3]);
   return true;
 }
@@ -1658,6 +1755,7 @@ void install_prelude_rule(Lambda* lam, Lambda* r) {
   if (lam == in.list_ref && in.list_ref_bp) set_rule2<rev_list_ref_s1, rev_list_ref_s2>(r);
   else if (lam == in.equal_p) set_rule2<rev_equal_s1, rev_equal_s2>(r);
   else if (lam == in.dot && in.dot_bp) set_rule2<rev_dot_s1, rev_dot_s2>(r);
+  else if (lam == in.distance && in.distance_bp) set_rule2<rev_distance_s1, rev_distance_s2>(r);
   else if (lam == in.v_plus || lam == in.v_minus) set_rule2<rev_v2_s1, rev_v2_s2>(r);
 }
 void install_list_ref_bp(Lambda* bp) {
@@ -1672,6 +1770,14 @@ bool free_variables_are(Lambda* bp, std::initializer_list<const char*> names) {
   for (const char* n : names)
     if (strcmp(bp->free[k++]->name, n) != 0) return false;
   return true;
+}
+void install_distance_bp(Lambda* bp) {
+  if (!free_variables_are(bp, {"u", "v", "node"})) {  // (bp_distance reads them at env[0..2])
+    current->distance_bp = nullptr;  // (then distance's reverse transform is its body, as before)
+    return;
+  }
+  bp->name = intern("backpropagator of distance");  // (as the transformed body's prints)
+  set_bp<bp_distance>(bp);
 }
 // (null when its free variables are not what bp_v2 reads: then the reverse transform of v+ or v-
 // is its body, as before)

@@ -157,6 +157,8 @@ Interp::Interp() {
     return r;
   };
   vplus_bp = raw_bp_of("%v+-bp");
+  distance_bp = raw_bp_of("%distance-bp");
+  distance = static_cast<Closure*>(cell(intern("distance"), true)->value.as_obj())->lambda;
   vminus_bp = raw_bp_of("%v--bp");
   v_plus = static_cast<Closure*>(cell(intern("v+"), true)->value.as_obj())->lambda;
   v_minus = static_cast<Closure*>(cell(intern("v-"), true)->value.as_obj())->lambda;
@@ -171,6 +173,7 @@ Interp::Interp() {
   p_zero_sens2 = prim("%zero-sensitivities?");
   install_list_ref_bp(list_ref_bp);
   install_dot_bp(dot_bp);
+  install_distance_bp(distance_bp);
   vplus_bp = install_v2_bp(vplus_bp, "backpropagator of v+");
   vminus_bp = install_v2_bp(vminus_bp, "backpropagator of v-");
   tangent_of = cell(intern("%tangent-of"), true)->value;

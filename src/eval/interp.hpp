@@ -59,6 +59,8 @@ struct Interp {
   // The prelude's dot, whose reverse transform computes at once at the first level, and the
   // backpropagator it makes (the lambda of %dot-bp's closures).
   Lambda *dot = nullptr, *dot_bp = nullptr;
+  // The prelude's distance, likewise (v-, dot and sqrt at once), and %distance-bp's lambda.
+  Lambda *distance = nullptr, *distance_bp = nullptr;
   // The prelude's v+ and v-, whose reverse transforms apply + or -'s reverse rule at once at the
   // first level, with the backpropagators they make (%v+-bp's and %v--bp's lambdas).
   Lambda *v_plus = nullptr, *v_minus = nullptr, *vplus_bp = nullptr, *vminus_bp = nullptr;
