@@ -1322,21 +1322,31 @@ inline bool reverse_list_step(Value l, Value& elem, Value& rest) {
   return true;
 }
 
+// Walks two first-level reverse lists u and v in step, calling each(x1, x2) on their elements'
+// reals: false (before any work a caller counts) unless both are lists of one length whose
+// elements are first-level reverse reals, no two at one position constants of the code (whose
+// products and sums record nothing: the bodies' sensitivities would differ); n the length.
+template <class F>
+bool walk_reals(Value u, Value v, uint64_t& n, F each) {
+  Value a, b;
+  n = 0;
+  while (!u.is_nil()) {
+    double x1, x2;
+    if (!reverse_list_step(u, a, u) || !reverse_list_step(v, b, v) || !plain_reverse(a, x1) ||
+        !plain_reverse(b, x2) || (is_const_leaf(a) && is_const_leaf(b)))
+      return false;
+    each(x1, x2);
+    n++;
+  }
+  return v.is_nil();
+}
+
 bool rev_dot_s2(Closure*, Value ur, Value vr, Value* out) {
   Interp& in = *current;
   if (!in.dot_bp) return false;
-  Value cu = ur, cv = vr, a, b;
-  uint64_t n = 0;
+  uint64_t n;
   double acc = 0;
-  while (!cu.is_nil()) {
-    double x1, x2;
-    if (!reverse_list_step(cu, a, cu) || !reverse_list_step(cv, b, cv) || !plain_reverse(a, x1) ||
-        !plain_reverse(b, x2) || (is_const_leaf(a) && is_const_leaf(b)))
-      return false;  // (nothing counted yet)
-    acc = acc + x1 * x2;
-    n++;
-  }
-  if (!cv.is_nil()) return false;
+  if (!walk_reals(ur, vr, n, [&](double x1, double x2) { acc = acc + x1 * x2; })) return false;
   const Ids& I = ids();
   count(I.mul, n);
   count(I.add, n);
@@ -1415,16 +1425,9 @@ bool bp_dot(Closure* c, Value y, Value* out) {
 // nesting, two constants of the code for one element (whose rule records nothing) — with
 // nothing counted. (The forward phase of v+ and v-, whose f is + or -'s rule: rev_v2_s2.)
 bool map2_rule_forward(Closure* fc, Value l1, Value l2, Value* ys) {
-  Value c1 = l1, c2 = l2, a, b;
-  uint64_t n = 0;
-  while (!c1.is_nil()) {  // (first without counting: the body may have to run instead)
-    double x1, x2;
-    if (!reverse_list_step(c1, a, c1) || !reverse_list_step(c2, b, c2) || !plain_reverse(a, x1) ||
-        !plain_reverse(b, x2) || (is_const_leaf(a) && is_const_leaf(b)))
-      return false;
-    n++;
-  }
-  if (n == 0 || !c2.is_nil()) return false;
+  uint64_t n;
+  if (!walk_reals(l1, l2, n, [](double, double) {}) || n == 0) return false;  // (first: nothing counted)
+  Value c1, c2, a, b;
   Value head = Value::nil(), o[2];
   Pair* last = nullptr;
   for (c1 = l1, c2 = l2; reverse_list_step(c1, a, c1) && reverse_list_step(c2, b, c2);) {
@@ -1566,19 +1569,13 @@ bool bp_v2(Closure* c, Value y, Value* out) {
 bool rev_distance_s2(Closure*, Value ur, Value vr, Value* out) {
   Interp& in = *current;
   if (!in.distance_bp) return false;
-  Value cu = ur, cv = vr, a, b;
-  uint64_t n = 0;
+  uint64_t n;
   double acc = 0;
-  while (!cu.is_nil()) {
-    double x1, x2;
-    if (!reverse_list_step(cu, a, cu) || !reverse_list_step(cv, b, cv) || !plain_reverse(a, x1) ||
-        !plain_reverse(b, x2) || (is_const_leaf(a) && is_const_leaf(b)))
-      return false;  // (nothing counted yet)
+  auto square = [&](double x1, double x2) {
     double d = x1 - x2;
     acc = acc + d * d;
-    n++;
-  }
-  if (n == 0 || !cv.is_nil()) return false;
+  };
+  if (!walk_reals(ur, vr, n, square) || n == 0) return false;
   const Ids& I = ids();
   count(I.sub, n);
   count(I.mul, n);
