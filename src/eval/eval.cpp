@@ -1514,6 +1514,16 @@ void attach_trace(Error& e, long base) {
   // (an inner evaluation's error, passed on by a host primitive (call_host) to be traced on
   // here, whose trace is full already: trace_dropped counted every call below it then)
   if (e.trace_dropped) return;
+  // A binary primitive's error raised in a rule's own backpropagator (the primitive applied to a
+  // sensitivity a program gave that does not conform: (1 . 2) for a real) asks whether the user
+  // gave the primitive three arguments (second_arg_error): they wrote no such call. Without it.
+  if (d > base && is(Value(call_records[d].f, 0), Kind::Closure)) {
+    Lambda* lam = static_cast<Closure*>(Value(call_records[d].f, 0).as_obj())->lambda;
+    std::string m = e.what();
+    size_t hint = lam->raw_bp && lam->pos.file == rules_file ? m.find(" takes 2 arguments: was it given") : std::string::npos;
+    size_t open = hint == std::string::npos ? hint : m.rfind(" (", hint);
+    if (open != std::string::npos) static_cast<std::runtime_error&>(e) = std::runtime_error(m.substr(0, open));
+  }
   for (long k = d; k > base; k--) {
     const CallRecord& r = call_records[k];
     if (!r.pos.file) continue;  // the top-level form itself

@@ -436,13 +436,16 @@ void run_text(Interp& in, const std::string& text, const char* file, const RunOp
 namespace {
 
 // The lambda a rule's body makes (its backpropagator), marked raw: it takes ȳ and returns (f̄ . x̄).
-bool mark_raw_in(Body* b) {
+// Named for the primitive (`name`), as a transformed body's backpropagators are: an error in it (a
+// program's sensitivity that does not conform, given to a backpropagator) names it in the trace.
+bool mark_raw_in(Body* b, const char* name) {
   for (Binding& bd : b->binds) {
     if (bd.op == Op::Lambda) {
       bd.lam->raw_bp = true;
+      bd.lam->name = name;
       return true;
     }
-    if (bd.op == Op::If && (mark_raw_in(bd.then_) || mark_raw_in(bd.else_))) return true;
+    if (bd.op == Op::If && (mark_raw_in(bd.then_, name) || mark_raw_in(bd.else_, name))) return true;
   }
   return false;
 }
@@ -456,7 +459,7 @@ Value eval_rule_text(Prim* p, const char* src, char kind) {
   Lambda* lam = static_cast<Closure*>(v.as_obj())->lambda;
   lam->rule_of = p;
   lam->rule_kind = kind;
-  if (kind == 'R') mark_raw_in(lam->body);
+  if (kind == 'R') mark_raw_in(lam->body, intern(std::string("backpropagator of ") + p->name));
   std::string name = std::string(kind == 'F' ? "forward " : "reverse ") + p->name;
   lam->name = intern(name);
   install_native(p, lam, kind);
