@@ -169,6 +169,19 @@ else notok "run-time error prints FILE:LINE:COL: error: message, exit 1" "exit $
 if printf '%s\n' "$ERR" | grep -qE '^  in h at err1\.vlad:3:1$'; then ok "error trace shows the top-level call (in h at err1.vlad:3:1)"
 else notok "error trace shows the top-level call (in h at err1.vlad:3:1)" "stderr '$(one_line "$ERR")'"; fi
 
+# a library procedure's named-let loop is named for the procedure the program called (it said
+# "in loop at ..."), and a rule's backpropagator for its primitive
+printf '(length 2)\n' >libloop.vlad
+run "$V" libloop.vlad
+if [ "$ERR" = "$(printf '%s\n' 'libloop.vlad:1:1: error: cdr: expected a pair, got 2' '  in length at libloop.vlad:1:1')" ]; then
+  ok "a library loop's frame is named for the library procedure (in length at libloop.vlad:1:1)"
+else notok "a library loop's frame is named for the library procedure" "stderr '$(one_line "$ERR")'"; fi
+printf '(root (lambda (x) (car x)) 1 1e-10)\n' >libroot.vlad
+run "$V" libroot.vlad
+if [ "$ERR" = "$(printf '%s\n' 'libroot.vlad:1:19: error: car: expected a pair, got 1' '  in car at libroot.vlad:1:19' '  in root at libroot.vlad:1:1')" ]; then
+  ok "the function root calls fails: in root at the call (it said in loop)"
+else notok "the function root calls fails: in root at the call" "stderr '$(one_line "$ERR")'"; fi
+
 # a primitive failing as a whole top-level form, and at a line other than 1
 printf '(write-real 1)\n\n  (sin "a")\n' >err2.vlad
 run "$V" err2.vlad

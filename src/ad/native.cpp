@@ -1136,14 +1136,15 @@ Value fwd_linear_deep(Closure* c, Value v) {
   Value r;
   if (base && base->native1 == fwd_ad && structure_ad(base->native_prim, v, &r)) return r;
   Value m = closure_of(c->lambda->source, nullptr);
-  // (the tangent's part first, then the primal's: the order the calls were always made in)
+  // (the primal's part first: when both fail, the error names the program's value, not its tangent
+  // (under two forward derivatives, (unperturb x) of x = 2 said "got 1"), as fwd_ad's does)
   Value t, q;
   if (const Bundle* b = as_bundle(v)) {
-    t = apply_linear(m, b->tangent);
     q = apply_linear(m, b->primal);
+    t = apply_linear(m, b->tangent);
   } else {
-    t = apply_linear(m, tangent_untagged(v));
     q = apply_linear(m, primal(v));
+    t = apply_linear(m, tangent_untagged(v));
   }
   return bundle_untagged(q, t);
 }

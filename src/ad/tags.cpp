@@ -1345,7 +1345,30 @@ Value star_j_inverse(Value v) {
   }
 }
 
+namespace {
+void check_j_inverse_atom(Value v);
+}
+
+// (A pair is walked, as the primal's *j-inverse walks it at once: under a reverse derivative,
+// (*j-inverse (cons x x)) gave its error lazily, at the + that later took its value apart, or
+// none when nothing did.)
 void check_j_inverse_arg(Value v) {
+  if (!is_pair(v)) return check_j_inverse_atom(v);
+  std::vector<Value> todo{v};
+  while (!todo.empty()) {
+    Value w = todo.back();
+    todo.pop_back();
+    if (is_pair(w)) {
+      todo.push_back(cdr(w));
+      todo.push_back(car(w));
+    } else if (!is_lazy(w)) {  // (a lazy part, a zero or *j of data, is not made to be checked)
+      check_j_inverse_atom(w);
+    }
+  }
+}
+
+namespace {
+void check_j_inverse_atom(Value v) {
   if (v.is_real()) ad_error("*j-inverse", "expected a reverse value", v);
   if (!v.is_obj() || v.is_view()) return;
   switch (kind_of(v)) {
@@ -1360,10 +1383,11 @@ void check_j_inverse_arg(Value v) {
     case Kind::Bundle:
     case Kind::Perturbation:
     case Kind::Sensitivity: break;
-    default: return;  // (a pair is not walked: its parts are checked where they are taken apart)
+    default: return;
   }
   ad_error("*j-inverse", "expected a reverse value", v);
 }
+}  // namespace
 
 // (*j-inverse v) taken apart at once, v a pair (the argument tuple of a primitive's reverse rule
 // under a further transform): the parts' *j-inverse into out, without the pair *j-inverse would

@@ -196,6 +196,13 @@ inline const char* split_pattern(const Instr* ip, const char* fallback = "(cons 
   const Binding* car = ip->src + 1;
   return car->op == Op::Car && car->pattern ? car->pattern : fallback;
 }
+// Where its mismatch is: the pattern's (its first variable, as a lambda's parameters report it, or
+// the (car x) call) when the program's, else `call` (the call's own, in transformed code). It was
+// the call's: (let ((a (* x 1))) (let (((cons p q) a)) p)) reported (* x 1).
+inline Pos split_pos(const Instr* ip, Pos call) {
+  const Binding* car = ip->src + 1;
+  return car->op == Op::Car && car->pattern && car->pos.file ? car->pos : call;
+}
 
 void split_value(Value r, Value* out, const char* shape_text, Pos pos, Value self = Value()) {
   if (is_lazy(r)) r = force(r);
@@ -298,7 +305,7 @@ void Exec::run_split(const Instr* ip) {
     }
   }
   Value r = apply_split(fv, arg_of(ip), ip->call_site(), out);
-  if (!r.is_unbound()) split_value(r, out, split_pattern(ip), ip->call_site(), self);
+  if (!r.is_unbound()) split_value(r, out, split_pattern(ip), split_pos(ip, ip->call_site()), self);
   fr[ip->x] = out[0];
   fr[ip->x2] = out[1];
 }
@@ -322,7 +329,7 @@ void Exec::store(const Instr* ip, Exit e, const char* shape_text) {
       fr[ip->x2] = r2;
     } else {
       Value out[2];
-      split_value(r1, out, split_pattern(ip, shape_text), ip->src->pos, self);
+      split_value(r1, out, split_pattern(ip, shape_text), split_pos(ip, ip->src->pos), self);
       fr[ip->x] = out[0];
       fr[ip->x2] = out[1];
     }
@@ -387,7 +394,7 @@ inline int Exec::op_app(const Instr* ip) {
     Value out[2];
     Value r = raw_apply(get(ip->a), arg_of(ip), ip->src->pos, ip->split ? out : nullptr, ip->src->xf);
     if (ip->split) {
-      if (!r.is_unbound()) split_value(r, out, split_pattern(ip), ip->src->pos, self);
+      if (!r.is_unbound()) split_value(r, out, split_pattern(ip), split_pos(ip, ip->src->pos), self);
       fr[ip->x] = out[0];
       fr[ip->x2] = out[1];
     } else {
@@ -1339,7 +1346,7 @@ int jit_return(Exec* ex, const Instr* ip, Exec* callee, int e, Closure* chain0, 
         r = ip->split ? Value::unbound() : cons(out[0], out[1]);
       }
       if (ip->split) {  // as run_split
-        if (!r.is_unbound()) split_value(r, out, split_pattern(ip), ip->call_site(), ex->self);
+        if (!r.is_unbound()) split_value(r, out, split_pattern(ip), split_pos(ip, ip->call_site()), ex->self);
         ex->fr[ip->x] = out[0];
         ex->fr[ip->x2] = out[1];
       } else {
@@ -1416,7 +1423,7 @@ extern "C" int vlad_jit_prim(Exec* ex, const Instr* ip) {
         if (in->interrupt.load(std::memory_order_relaxed)) interrupted(in);
         r = apply_prim(p, arg);
       }
-      split_value(r, out, split_pattern(ip), ip->call_site(), ex->self);
+      split_value(r, out, split_pattern(ip), split_pos(ip, ip->call_site()), ex->self);
       ex->fr[ip->x] = out[0];
       ex->fr[ip->x2] = out[1];
       return Exec::kContinue;

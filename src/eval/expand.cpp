@@ -486,7 +486,10 @@ struct Expander {
       rs.entries.push_back({args[0]->text, nullptr, lam});
       auto* group = new (gc_alloc(sizeof(gc_vector<Lambda*>))) gc_vector<Lambda*>();
       group->push_back(lam);
-      fill_lambda(lam, formals, e->cdr->cdr->cdr, &rs, args[0]->text, e);
+      // (in the prelude, named for the definition it is in: a trace says "in length at ...", where
+      // "in loop" named no procedure the user called)
+      const char* name = prelude && curried_name ? curried_name : args[0]->text;
+      fill_lambda(lam, formals, e->cdr->cdr->cdr, &rs, name, e);
       lam->group = group;
       Var* f = lambda_binding(out, lam, e->pos);
       Var* a = tuple_of_vars(inits, out, e->pos);
