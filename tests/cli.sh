@@ -182,6 +182,14 @@ if [ "$ERR" = "$(printf '%s\n' 'libroot.vlad:1:19: error: car: expected a pair, 
   ok "the function root calls fails: in root at the call (it said in loop)"
 else notok "the function root calls fails: in root at the call" "stderr '$(one_line "$ERR")'"; fi
 
+# the library's calls of its own procedures are not in a trace (gradient-F's map: it read "in
+# lambda, called by map / in map, called by gradient-F")
+printf '((gradient-F (lambda (x) (car x))) 2)\n' >libinner.vlad
+run "$V" libinner.vlad
+if [ "$ERR" = "$(printf '%s\n' 'libinner.vlad:1:26: error: car: expected a pair, got (forward 2 (perturbation 1))' '  in car at libinner.vlad:1:26' '  in gradient-F at libinner.vlad:1:1')" ]; then
+  ok "the library's calls of its own procedures are not in a trace (gradient-F's map)"
+else notok "the library's calls of its own procedures are not in a trace" "stderr '$(one_line "$ERR")'"; fi
+
 # a primitive failing as a whole top-level form, and at a line other than 1
 printf '(write-real 1)\n\n  (sin "a")\n' >err2.vlad
 run "$V" err2.vlad

@@ -1540,6 +1540,10 @@ void attach_trace(Error& e, long base) {
     Value f(r.f, 0);
     if (!is(f, Kind::Closure) && !is(f, Kind::Prim)) continue;
     if (f == Value::obj(current->p_error)) continue;  // (error ...) raised it: where is the location
+    // a library procedure the library called (gradient-F's map): not a call the user made or
+    // wrote; the user's function it calls reads "called by" the library procedure the user did call
+    // (it read "in lambda, called by map / in map, called by gradient-F")
+    if (internal(r.pos) && is(f, Kind::Closure) && internal(static_cast<Closure*>(f.as_obj())->lambda->pos)) continue;
     const char* name = callee_name(f);
     if (name[0] == '%' && name[1]) name++;  // a library helper (%jacobian-R): by the name a user knows
     if (!e.trace.empty()) {  // a recursion's calls from one site: one line, counted
