@@ -43,6 +43,20 @@ inline void poll() {
 // no leaf tagged (no real at all); 2: yes, a leaf tagged.
 int distributed(Value v, Kind k);
 
+// Whether the procedure v is what the transform of tag kind k makes (j* for Kind::Bundle, *j for
+// Kind::Reverse) at its outermost level: a closure of a lambda that transform made, or of a
+// primitive's rule of that kind; or a primitive that is its own version of that kind (its rule
+// acts on tagged values directly, as car's forward version is car).
+bool transformed_by(Value v, Kind k) {
+  char t = k == Kind::Bundle ? 'F' : 'R';
+  if (is(v, Kind::Prim)) {
+    Prim* p = static_cast<Prim*>(v.as_obj());
+    return p->cls != PrimClass::Host && !(t == 'F' ? p->fwd_rule : p->rev_rule);
+  }
+  Lambda* l = static_cast<Closure*>(v.as_obj())->lambda;
+  return (l->transform ? l->transform : l->rule_kind) == t;
+}
+
 // The answers for the pairs met while printing one value (write_string), by pair and kind: the
 // printer asks it of every pair it writes, and each question walked that pair's whole car-subtree
 // again (a list nested 40,000 deep in its cars took 10 s to print; 10^6 deep never ended).
@@ -68,8 +82,13 @@ int distributed(Value v, Kind k) {
     if (!v.is_obj()) return state;
     Kind vk = kind_of(v);
     if (vk == k) return 2;
-    // (a string or a procedure, tagged or not, prints the same in either part: as an atom)
-    if (vk != Kind::Pair) return vk == Kind::String || vk == Kind::Closure || vk == Kind::Prim ? state : 0;
+    // (a string prints the same in either part, as does a procedure transformed by the tag's
+    // transform; an untransformed procedure is no tagged value: the pair is not distributed)
+    if (vk == Kind::Closure || vk == Kind::Prim) {
+      if (!transformed_by(v, k)) return 0;
+      return state;
+    }
+    if (vk != Kind::Pair) return vk == Kind::String ? state : 0;
     int c = distributed_part(car(v), k);
     if (c == 0) return 0;
     if (c == 2) state = 2;
@@ -84,6 +103,16 @@ Value project(Value v, Kind k, int part) {
   if (!v.is_obj()) return v;
   Kind vk = kind_of(v);
   if (vk == Kind::Pair) return cons(project(car(v), k, part), project(cdr(v), k, part));
+  // a transformed procedure (transformed_by): the procedure it stands for (its primal, or *j⁻¹ of
+  // it) and, for a bundle, its tangent; a primitive that is its own version is itself in both
+  if (vk == Kind::Closure) {
+    try {
+      if (k == Kind::Reverse) return star_j_inverse(v);
+      return part == 0 ? primal(v) : unperturb(tangent(v));
+    } catch (const Error&) {
+      return v;  // (printing never fails: the procedure as it is)
+    }
+  }
   if (vk != k) return v;
   if (k == Kind::Bundle) {
     Bundle* b = static_cast<Bundle*>(v.as_obj());
