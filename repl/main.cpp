@@ -55,12 +55,14 @@ const char* usage =
     "  vlad -e EXPR             evaluate EXPR's forms, printing their values (-e again: more)\n"
     "  vlad --check FILE...     verify every `expr ===> answer` annotation\n"
     "  vlad --meter FILE        run, then print primitive-operation counts to stderr\n"
+    "  vlad --meter -e EXPR     the same for -e's expressions\n"
     "  vlad -I DIR ...          add an include directory\n"
     "  vlad --depth-limit N     maximum depth of nested non-tail calls (default 4000000)\n"
     "  vlad --heap-limit SIZE   most heap to use, e.g. 2G or 512M (default 3/4 of memory)\n"
     "  vlad --jit=on|off        compile hot code to native code (default on where supported)\n"
     "  vlad --jit-threshold N   runs of a body (within 65,536 steps) before it is compiled (default 30)\n"
-    "  vlad --version | --help\n";
+    "  vlad --version | --help\n"
+    "  (-- ends the options: vlad -- -odd.vlad)\n";
 
 // "2G", "512M", "64k", "1000000" (bytes; suffixes are powers of 1024). 0 when malformed.
 size_t parse_size(const std::string& s) {
@@ -346,7 +348,7 @@ int run_main(int argc, char** argv) {
   if (check && meter) { std::cerr << "vlad: --meter and --check cannot be combined\n" << usage; return 2; }
   if (have_expr && have_file) { std::cerr << "vlad: -e and a FILE cannot be combined\n" << usage; return 2; }
   if (check && checks.empty()) { std::cerr << "vlad: --check needs at least one file\n" << usage; return 2; }
-  if (meter && !have_file && !have_expr) { std::cerr << "vlad: --meter needs a file\n" << usage; return 2; }
+  if (meter && !have_file && !have_expr) { std::cerr << "vlad: --meter needs a file or -e EXPR\n" << usage; return 2; }
 
   // An interpreter with the prelude loaded and the options applied (null, with a message, if the
   // prelude fails). Starting one costs well under a millisecond.
