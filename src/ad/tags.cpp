@@ -386,7 +386,10 @@ Value zero_shallow(Value v, int strip) {
   switch (kind_of(v)) {
     case Kind::Pair: {
       if (strip == 0) return cons(lazy_zero(car(v), 0), lazy_zero(cdr(v), 0));
-      return cons(stripped_zero(car(v), strip), stripped_zero(cdr(v), strip));
+      {
+        Value a = stripped_zero(car(v), strip);  // (the car first, as forward_part)
+        return cons(a, stripped_zero(cdr(v), strip));
+      }
     }
     case Kind::Reverse: {
       // a real under reverse tags: its shared tower at once (the recursion below gives the same,
@@ -1159,7 +1162,8 @@ Value forward_part(const char* who, Value v, int part) {
         return part == 0 ? cons(ba->primal, bd->primal) : cons(ba->tangent, bd->tangent);
       }
       return memo_pair(part_memo, v, Value::real(part), [&] {
-        return cons(forward_part(who, car(v), part), forward_part(who, cdr(v), part));
+        Value a = forward_part(who, car(v), part);  // (the car first: an error names the first part at fault)
+        return cons(a, forward_part(who, cdr(v), part));
       });
     }
     case Kind::Closure: {
@@ -1220,7 +1224,10 @@ Value tangent_part(Value v) {
         break;
       }
       case Kind::Pair:
-        return memo_pair(part_memo, v, Value::real(2), [&] { return cons(tangent_part(car(v)), tangent_part(cdr(v))); });
+        return memo_pair(part_memo, v, Value::real(2), [&] {
+          Value a = tangent_part(car(v));  // (the car first, as forward_part)
+          return cons(a, tangent_part(cdr(v)));
+        });
       case Kind::Zero: return zero_of(tangent_part(materialize_zero(v)));
       case Kind::LazyJ:
       case Kind::OneHot:
@@ -1308,7 +1315,10 @@ Value star_j_inverse(Value v) {
     case Kind::Reverse: return tagged_value(v);
     case Kind::Pair:
       return memo_pair(star_j_inverse_memo, v, Value::nil(),
-                       [&] { return cons(star_j_inverse(car(v)), star_j_inverse(cdr(v))); });
+                       [&] {
+                         Value a = star_j_inverse(car(v));  // (the car first, as forward_part)
+                         return cons(a, star_j_inverse(cdr(v)));
+                       });
     case Kind::Closure: {
       Closure* c = as_closure(v);
       Lambda* lam = c->lambda;

@@ -607,7 +607,10 @@ Value sx_to_value(const Sx* s) {
     case Sx::Str: return make_string(std::string(s->text, s->len));
     case Sx::Nil: return Value::nil();
     case Sx::Sym: throw Error(std::string("quote: VLAD has no symbols, got ") + s->text, s->pos);
-    case Sx::Pair: return cons(sx_to_value(s->car), sx_to_value(s->cdr));
+    case Sx::Pair: {
+      Value a = sx_to_value(s->car);  // (the car first: an error names the first symbol)
+      return cons(a, sx_to_value(s->cdr));
+    }
   }
   return Value::nil();
 }
