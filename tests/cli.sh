@@ -159,6 +159,21 @@ run "$V" --check chk-ok.vlad no-such-file.vlad chk-ok.vlad
 if [ $RC -eq 1 ] && [ "$OUT" = "2 passed, 1 failed" ] && [ "$ERR" = "no-such-file.vlad: FAIL: cannot open file no-such-file.vlad" ]; then ok "--check: a missing file fails alone, the files after it are checked"
 else notok "--check: a missing file fails alone" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 
+# A long list of nested bundles printed with the tag at the root: the printer's memo of which
+# pairs print so is keyed by address, and a projected pair of the primal part, collected once
+# printed, could be reused for one of the tangent part and print its stale answer (tangents 3
+# where they were 4, in some runs). Every element's tangent part must be the same.
+cat >bigprint.vlad <<'VLAD'
+(define b2 (bundle (bundle 1 (perturb 2)) (perturb (bundle 3 (perturb 4)))))
+(define (mk n acc) (if (= n 0) acc (mk (- n 1) (cons (list (j* (j* (lambda (x) x))) b2) acc))))
+(mk 100000 '())
+VLAD
+for t in on off; do
+  n=$(timeout 60 "$V" --jit=$t bigprint.vlad 2>/dev/null | grep -o "(#<procedure> (forward 3 (perturbation 4)))" | wc -l)
+  if [ "$n" -eq 100000 ]; then ok "printing a list of 10^5 nested bundles with the tag at the root (--jit=$t): every tangent right"
+  else notok "printing a list of 10^5 nested bundles (--jit=$t)" "$n of 100000 elements printed with the right tangent"; fi
+done
+
 # ---------------------------------------------------------------- errors and traces
 printf '(define (h x)\n  (+ 1 (car x)))\n(h 5)\n' >err1.vlad
 run "$V" err1.vlad

@@ -61,6 +61,11 @@ bool transformed_by(Value v, Kind k) {
 // printer asks it of every pair it writes, and each question walked that pair's whole car-subtree
 // again (a list nested 40,000 deep in its cars took 10 s to print; 10^6 deep never ended).
 thread_local std::unordered_map<uintptr_t, uint8_t>* distributed_memo = nullptr;
+// The structures write_tagged_root builds (project) while that memo is in use, kept alive to the
+// end of the print: the memo is keyed by address, and a pair of the primal part printed and then
+// collected could be reused for one of the tangent part, which took its stale answer (a long list
+// of nested bundles printed tangents 3 where they were 4, from run to run).
+thread_local gc_vector<Value>* projected_keep = nullptr;
 
 int distributed_part(Value v, Kind k) {
   v = force(v);
@@ -105,7 +110,7 @@ Value project(Value v, Kind k, int part) {
   if (vk == Kind::Pair) return cons(project(car(v), k, part), project(cdr(v), k, part));
   // a transformed procedure (transformed_by): the procedure it stands for (its primal, or *j⁻¹ of
   // it) and, for a bundle, its tangent; a primitive that is its own version is itself in both
-  if (vk == Kind::Closure) {
+  if (vk == Kind::Closure || vk == Kind::Prim) {  // (a primitive's tangent as `tangent` gives it)
     try {
       if (k == Kind::Reverse) return star_j_inverse(v);
       return part == 0 ? primal(v) : unperturb(tangent(v));
@@ -123,16 +128,21 @@ Value project(Value v, Kind k, int part) {
 
 void write(std::string& out, Value v, bool display);
 
+Value kept(Value v) {
+  if (projected_keep) projected_keep->push_back(v);
+  return v;
+}
+
 void write_tagged_root(std::string& out, Value v, Kind k, bool display) {
   if (k == Kind::Bundle) {
     out += "(forward ";
-    write(out, project(v, k, 0), display);
+    write(out, kept(project(v, k, 0)), display);
     out += " (perturbation ";
-    write(out, project(v, k, 1), display);
+    write(out, kept(project(v, k, 1)), display);
     out += "))";
   } else {
     out += "(reverse ";
-    write(out, project(v, k, 0), display);
+    write(out, kept(project(v, k, 0)), display);
     out += ")";
   }
 }
@@ -226,9 +236,20 @@ void write(std::string& out, Value v, bool display) {
 // While one value is printed: the memo of distributed() (the outermost print keeps it).
 struct PrintScope {
   std::unordered_map<uintptr_t, uint8_t> memo;
+  gc_vector<Value> keep;  // (its buffer is the collector's, scanned; this object is on the stack)
   bool outer = distributed_memo == nullptr;
-  PrintScope() { if (outer) distributed_memo = &memo; }
-  ~PrintScope() { if (outer) distributed_memo = nullptr; }
+  PrintScope() {
+    if (outer) {
+      distributed_memo = &memo;
+      projected_keep = &keep;
+    }
+  }
+  ~PrintScope() {
+    if (outer) {
+      distributed_memo = nullptr;
+      projected_keep = nullptr;
+    }
+  }
 };
 
 }  // namespace
