@@ -21,9 +21,12 @@ namespace {
 // walk to walk: an entry counts only in the walk (epoch) that made it, so ending a walk is one
 // increment, not a clearing (a forward derivative of a list of 1,000 reals spent 12% of its time
 // clearing and regrowing a table freed after each walk). It is malloc's memory, which the
-// collector does not scan: it never holds the only reference to a value, since while a walk runs
-// its keys are parts of the structures walked and its results parts of the one being built (or
-// on the stack), and an entry of another walk is never read. Tables above kKeep entries (32 MiB)
+// collector does not scan, so the keys and results of the walk running are also kept in `keep`,
+// memory it scans: a key is not always part of a structure that outlives the walk (one level of
+// a lazy zero is made afresh each time it is inspected), and once collected its address could be
+// reused, within the walk, by another pair, which took its stale result (the printer's memo did
+// so). `keep` is cleared when the walk ends, so it pins nothing of another walk's; an entry of
+// another walk is never read. Tables above kKeep entries (32 MiB)
 // are freed when their walk ends; all of them after each evaluation (release_ad_tables). (Freed
 // after each walk above 2 MiB, a table was fresh memory for the next walk: the kernel's page
 // faults for it were three quarters of a process's faults in reverse family 5, whose two sums
@@ -56,20 +59,50 @@ struct PairMemo {
     // read (a fault mapping the shared zero page) and then write (a second fault, copying it).
     if (cap * sizeof(Entry) >= (1u << 20)) populate_pages(table, cap * sizeof(Entry));
   }
-  void insert(Value a, Value b, Value r) {
+  // The keys and results of this walk's entries, in memory the collector scans (gc_alloc_uncollectable).
+  Value* keep = nullptr;
+  size_t kept = 0, keep_cap = 0;
+  static constexpr size_t kKeepValues = 1u << 16;  // kept from walk to walk up to this (512 KiB)
+
+  void put(Value a, Value b, Value r) {
     if (2 * (used + 1) > mask + 1) {  // at most half full
       Entry* old = table;
       size_t n = mask + 1;
       make(2 * n);
       for (size_t i = 0; i < n; i++)
-        if (old[i].epoch == epoch) insert(old[i].a, old[i].b, old[i].r);
+        if (old[i].epoch == epoch) put(old[i].a, old[i].b, old[i].r);
       free(old);
     }
     Entry* e = slot(a.bits, b.bits);
     if (!live(e)) used++;
     *e = Entry{a, b, r, epoch};
   }
+  void insert(Value a, Value b, Value r) {
+    if (kept + 3 > keep_cap) {
+      size_t cap = keep_cap ? 2 * keep_cap : 1024;
+      Value* k = static_cast<Value*>(gc_alloc_uncollectable(cap * sizeof(Value)));  // (zeroed)
+      if (keep) {
+        memcpy(k, keep, kept * sizeof(Value));
+        gc_free_uncollectable(keep);
+      }
+      keep = k;
+      keep_cap = cap;
+    }
+    keep[kept++] = a;
+    keep[kept++] = b;
+    keep[kept++] = r;
+    put(a, b, r);
+  }
   void release(bool all = false) {
+    if (keep) {
+      memset(static_cast<void*>(keep), 0, kept * sizeof(Value));  // (pins nothing now)
+      kept = 0;
+      if (all || keep_cap > kKeepValues) {
+        gc_free_uncollectable(keep);
+        keep = nullptr;
+        keep_cap = 0;
+      }
+    }
     if (!table) return;
     epoch++;
     used = 0;
