@@ -264,6 +264,14 @@ bounded "forward over forward over reverse: a projection of a 4000-list, objects
   "$(marginal ffr-project.vlad "4000 100 1" "4000 200 1" 100)" 200
 bounded "three forward levels over reverse: a projection of a 4000-list, objects a step" \
   "$(marginal ffr-project.vlad "4000 100 2" "4000 200 2" 100)" 1000
+# Forward over reverse through calls of a closure over a 2,000-list it never walks, and the
+# hessian-vector-product of a function mapping a closure over its list (tests/cost/fr-closure-list.vlad):
+# at most 200 objects a call (24 and 53 here; ~28,000 when the closure's sensitivities were taken
+# apart into primal and tangent under the forward derivative, O(n) each).
+bounded "forward over reverse: calls of a closure over a 2000-list, objects a call" \
+  "$(marginal fr-closure-list.vlad "2000 100 1" "2000 200 1" 100)" 200
+bounded "hessian-vector-product through a closure over a 2000-list, objects a call" \
+  "$(marginal fr-closure-list.vlad "2000 100 2" "2000 200 2" 100)" 200
 # hessian-vector-product of a function of an n-list (tests/cost/hvp.vlad): at most 60 objects an
 # element, from n = 1,000 to 4,000 (47 here; 45,000 at n = 4,000 when it was O(n^2)).
 bounded "hessian-vector-product of an n-list: objects an element" "$(marginal hvp.vlad 1000 4000 3000)" 60

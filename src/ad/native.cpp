@@ -1041,6 +1041,11 @@ bool structure_ad(Prim* p, Value v, Value* r) {
   }
 }
 
+// A closure of a lambda the forward transform made (j* of a closure, or one made by its code).
+inline bool forward_closure(Value v) {
+  return is(v, Kind::Closure) && static_cast<Closure*>(v.as_obj())->lambda->transform == 'F';
+}
+
 Value fwd_ad(Closure* c, Value v) {
   Prim* p = prim_of(c);
   // The sum of two forward values without a real (a procedure's sensitivity in a backward pass
@@ -1050,6 +1055,13 @@ Value fwd_ad(Closure* c, Value v) {
   Value r;
   if (ad_op(p) == A_PLUS && is_pair(v) && inert_sum(car(v), cdr(v), &r)) return r;
   if ((ad_op(p) == A_ZERO || ad_op(p) == A_RZERO) && inert_atom(v)) return v;
+  // The sum of two forward closures (j* of closures, or ones made by forward-transformed code:
+  // closures' sensitivities in a backward pass under a forward derivative) without taking them
+  // apart: (bundle (plus (primal a) (primal b)) (plus (tangent a) (tangent b))) is (plus a b),
+  // slot by slot of their environments, where a zero added stays as it is. Taken apart, their
+  // environments were walked whole: under forward over reverse, each call of a closure over an
+  // n-list cost O(n) objects (~14 a list element), a hessian-vector-product through one O(n^2).
+  if (ad_op(p) == A_PLUS && is_pair(v) && forward_closure(car(v)) && forward_closure(cdr(v))) return plus(car(v), cdr(v));
   if (structure_ad(p, v, &r)) return r;
   // (of a closure with an environment: the result made before for it, if it is still cached;
   // gradient-R's (*j f) of one closure once an integration step, inside a forward derivative)
