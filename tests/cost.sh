@@ -272,6 +272,10 @@ bounded "forward over reverse: calls of a closure over a 2000-list, objects a ca
   "$(marginal fr-closure-list.vlad "2000 100 1" "2000 200 1" 100)" 200
 bounded "hessian-vector-product through a closure over a 2000-list, objects a call" \
   "$(marginal fr-closure-list.vlad "2000 100 2" "2000 200 2" 100)" 200
+# Forward over a reverse gradient of a DAG of n pairs and 2^n leaves (tests/cost/fr-dag.vlad): at
+# most 200 objects a level from n = 10 to 16 (38 here; ~×4 every two levels, 2^n, when the
+# zeros and *j views were bundled afresh on each way into the structure).
+bounded "forward over a reverse gradient of a DAG, objects a level" "$(marginal fr-dag.vlad 10 16 6)" 200
 # hessian-vector-product of a function of an n-list (tests/cost/hvp.vlad): at most 60 objects an
 # element, from n = 1,000 to 4,000 (47 here; 45,000 at n = 4,000 when it was O(n^2)).
 bounded "hessian-vector-product of an n-list: objects an element" "$(marginal hvp.vlad 1000 4000 3000)" 60

@@ -1087,6 +1087,13 @@ Value bundle_raw(Value p, Value t) {
     Value r = bundle_flat_list(p, t);
     return r.is_unbound() ? bundle_pairs(p, t) : r;
   }
+  // *j of a pair, or two zeros of pairs, still views (forward over reverse: (*j x) and the
+  // zeros of its parts under a forward derivative, taken apart and bundled again): remembered
+  // under the views, which are the same for every way into a shared structure, where the pairs
+  // made from them (a LazyJ or a lazy zero's level, each time a view is made into one) are not:
+  // a DAG was bundled once per path, 2^n pairs for n.
+  if (is_j_pair_view(p) || is_j_pair_view(t) || (is_zero_view(p) && is_zero_view(t)))
+    return memo_pair(bundle_memo, p, t, [&] { return bundle_raw(force(unview(p)), force(unview(t))); });
   p = unview(p);
   if (is_zero_view(t) && is(p, Kind::Pair)) {  // (j*): the parts of the zero, not the zero made
     Pair* q = static_cast<Pair*>(view_obj(t));
@@ -1176,6 +1183,28 @@ Value bundle_raw(Value p, Value t) {
 
 // The primal (part 0) or the unwrapped tangent (part 1) of a forward value.
 Value forward_part(const char* who, Value v, int part) {
+  // A zero of a pair or of *j of one (a zero view, or a lazy zero of either): its part is the
+  // zero of the part of its one level, remembered under what it is the zero of (the pair, or the
+  // view of *j of it) and its strips, which are the same for every way into a shared structure;
+  // the level made afresh each time is not (a DAG's zero was walked once per path: 2^n pairs).
+  {
+    Value src = Value::unbound();
+    int strip = 0;
+    if (is_zero_view(v)) {
+      src = Value::obj(view_obj(v));
+      strip = zero_view_strip(v);
+    } else if (is(v, Kind::Zero)) {
+      Value s = static_cast<LazyZero*>(v.as_obj())->src;
+      if (is_pair(s) || is_j_pair_view(s)) {
+        src = s;
+        strip = (int)v.as_obj()->aux;
+      }
+    }
+    if (!src.is_unbound())
+      return memo_pair(part_memo, src, Value::real(16 + 4 * strip + part), [&] {
+        return zero_of(forward_part(who, zero_shallow(src, strip), part));
+      });
+  }
   v = unview(v);
   if (v.is_real()) ad_error(who, "expected a forward value", v);
   if (!v.is_obj()) return v;
