@@ -29,6 +29,10 @@ run() {
   OUT=$(timeout "$t" "$@" <"${IN_FILE:-/dev/null}" 2>"$TMP/stderr"); RC=$?
   ERR=$(cat "$TMP/stderr")
 }
+# expect_stderr NAME WANT_STDERR : compares the last run's standard error, whole.
+expect_stderr() {
+  if [ "$ERR" = "$2" ]; then ok "$1"; else notok "$1" "stderr '$(one_line "$ERR")'"; fi
+}
 # expect NAME WANT_RC WANT_STDOUT : compares the last run's exit status and standard output.
 expect() {
   if [ "$RC" -eq "$2" ] && [ "$OUT" = "$3" ]; then ok "$1"
@@ -223,22 +227,19 @@ else notok "error trace shows the top-level call (in h at err1.vlad:3:1)" "stder
 # "in loop at ..."), and a rule's backpropagator for its primitive
 printf '(length 2)\n' >libloop.vlad
 run "$V" libloop.vlad
-if [ "$ERR" = "$(printf '%s\n' 'libloop.vlad:1:1: error: cdr: expected a pair, got 2' '  in length at libloop.vlad:1:1')" ]; then
-  ok "a library loop's frame is named for the library procedure (in length at libloop.vlad:1:1)"
-else notok "a library loop's frame is named for the library procedure" "stderr '$(one_line "$ERR")'"; fi
+expect_stderr "a library loop's frame is named for the library procedure (in length at libloop.vlad:1:1)" \
+  "$(printf '%s\n' 'libloop.vlad:1:1: error: cdr: expected a pair, got 2' '  in length at libloop.vlad:1:1')"
 printf '(root (lambda (x) (car x)) 1 1e-10)\n' >libroot.vlad
 run "$V" libroot.vlad
-if [ "$ERR" = "$(printf '%s\n' 'libroot.vlad:1:19: error: car: expected a pair, got 1' '  in car at libroot.vlad:1:19' '  in root at libroot.vlad:1:1')" ]; then
-  ok "the function root calls fails: in root at the call (it said in loop)"
-else notok "the function root calls fails: in root at the call" "stderr '$(one_line "$ERR")'"; fi
+expect_stderr "the function root calls fails: in root at the call (it said in loop)" \
+  "$(printf '%s\n' 'libroot.vlad:1:19: error: car: expected a pair, got 1' '  in car at libroot.vlad:1:19' '  in root at libroot.vlad:1:1')"
 
 # the library's calls of its own procedures are not in a trace (gradient-F's map: it read "in
 # lambda, called by map / in map, called by gradient-F")
 printf '((gradient-F (lambda (x) (car x))) 2)\n' >libinner.vlad
 run "$V" libinner.vlad
-if [ "$ERR" = "$(printf '%s\n' 'libinner.vlad:1:26: error: car: expected a pair, got (forward 2 (perturbation 1))' '  in car at libinner.vlad:1:26' '  in gradient-F at libinner.vlad:1:1')" ]; then
-  ok "the library's calls of its own procedures are not in a trace (gradient-F's map)"
-else notok "the library's calls of its own procedures are not in a trace" "stderr '$(one_line "$ERR")'"; fi
+expect_stderr "the library's calls of its own procedures are not in a trace (gradient-F's map)" \
+  "$(printf '%s\n' 'libinner.vlad:1:26: error: car: expected a pair, got (forward 2 (perturbation 1))' '  in car at libinner.vlad:1:26' '  in gradient-F at libinner.vlad:1:1')"
 
 # a primitive failing as a whole top-level form, and at a line other than 1
 printf '(write-real 1)\n\n  (sin "a")\n' >err2.vlad

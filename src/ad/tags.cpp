@@ -419,10 +419,8 @@ Value zero_shallow(Value v, int strip) {
   switch (kind_of(v)) {
     case Kind::Pair: {
       if (strip == 0) return cons(lazy_zero(car(v), 0), lazy_zero(cdr(v), 0));
-      {
-        Value a = stripped_zero(car(v), strip);  // (the car first, as forward_part)
-        return cons(a, stripped_zero(cdr(v), strip));
-      }
+      Value a = stripped_zero(car(v), strip);  // (the car first, as forward_part)
+      return cons(a, stripped_zero(cdr(v), strip));
     }
     case Kind::Reverse: {
       // a real under reverse tags: its shared tower at once (the recursion below gives the same,

@@ -108,9 +108,9 @@ Value project(Value v, Kind k, int part) {
   if (!v.is_obj()) return v;
   Kind vk = kind_of(v);
   if (vk == Kind::Pair) return cons(project(car(v), k, part), project(cdr(v), k, part));
-  // a transformed procedure (transformed_by): the procedure it stands for (its primal, or *j⁻¹ of
-  // it) and, for a bundle, its tangent; a primitive that is its own version is itself in both
-  if (vk == Kind::Closure || vk == Kind::Prim) {  // (a primitive's tangent as `tangent` gives it)
+  // a transformed procedure (transformed_by), or a primitive that is its own version: what
+  // `primal` (or `*j-inverse`) and `tangent` give of it (a tangent is a procedure too)
+  if (vk == Kind::Closure || vk == Kind::Prim) {
     try {
       if (k == Kind::Reverse) return star_j_inverse(v);
       return part == 0 ? primal(v) : unperturb(tangent(v));
