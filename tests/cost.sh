@@ -276,6 +276,14 @@ bounded "hessian-vector-product through a closure over a 2000-list, objects a ca
 # most 200 objects a level from n = 10 to 16 (38 here; ~×4 every two levels, 2^n, when the
 # zeros and *j views were bundled afresh on each way into the structure).
 bounded "forward over a reverse gradient of a DAG, objects a level" "$(marginal fr-dag.vlad 10 16 6)" 200
+# Reverse over reverse through +, - and *'s rules, the tier off (tests/cost/rr-rules.vlad, W5's
+# shape): at most 550 interpreted steps an inner gradient step from n = 20 to 40 (465 here; 742 when
+# the reverse transforms of the rules and of their backpropagators ran as transformed bodies, not
+# as native.cpp's rr_ forms).
+rr_steps() { echo "$1" | timeout 300 "$V" --jit=off --meter tests/cost/rr-rules.vlad 2>&1 >/dev/null | awk '/^# interpreted steps:/ { print $NF }'; }
+r20=$(rr_steps 20); r40=$(rr_steps 40)
+bounded "reverse over reverse through the arithmetic rules (tier off): steps an inner step" \
+  "$([ -n "$r20" ] && [ -n "$r40" ] && echo $(((r40 - r20) / 20)) || echo error)" 550
 # hessian-vector-product of a function of an n-list (tests/cost/hvp.vlad): at most 60 objects an
 # element, from n = 1,000 to 4,000 (47 here; 45,000 at n = 4,000 when it was O(n^2)).
 bounded "hessian-vector-product of an n-list: objects an element" "$(marginal hvp.vlad 1000 4000 3000)" 60

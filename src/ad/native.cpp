@@ -622,10 +622,9 @@ __attribute__((noinline)) Value make_shared_bp_view(Prim* p) {
 Value shared_bp_view(Prim* p) { return p->shared_bp_bits ? Value(p->shared_bp_bits, 0) : make_shared_bp_view(p); }
 namespace {
 
-bool rev_binary_s2(Closure* c, Value a, Value b, Value* out) {
+bool rev_binary_prim(Prim* p, Value a, Value b, Value* out) {
   double x1, x2;
   if (!plain_reverse(a, x1) || !plain_reverse(b, x2)) return false;
-  Prim* p = prim_of(c);
   Value y = Value::real(arith2(p, op_of(p), x1, x2));
   if (is_const_leaf(a) && is_const_leaf(b)) {  // nothing to record
     out[0] = const_leaf(y.as_real());
@@ -638,6 +637,8 @@ bool rev_binary_s2(Closure* c, Value a, Value b, Value* out) {
   if (out[1].is_unbound()) out[1] = view_of(out[0], kViewBpNode);
   return true;
 }
+
+bool rev_binary_s2(Closure* c, Value a, Value b, Value* out) { return rev_binary_prim(prim_of(c), a, b, out); }
 
 bool rev_binary_s1(Closure* c, Value v, Value* out) {
   if (is_lazy(v)) v = force(v);
@@ -957,6 +958,313 @@ Value fr_paired1(Closure* c, Value v) {
 Value fr_paired2(Closure* c, Value a, Value b) {
   Value out[2];
   return fr_split2(c, a, b, out) ? cons(out[0], out[1]) : Value::unbound();
+}
+
+// ---- reverse over reverse ----
+// R:reverse-op, the reverse transform of +, - or *'s reverse rule, applied to inner reverse values
+// of outer reverse reals (a reverse derivative taken inside a reverse one: W5's saddle), and
+// R:backpropagator of *, the transform of the raw body of that rule's backpropagator, which the
+// inner backward pass calls inside the outer forward one. Their bodies run 8-9 steps a call, and
+// the backpropagators they return 12-16 more: with + and -, a third of W5's steps. These forms
+// make what the bodies make — the same values, and the same backpropagator closures (the same
+// lambdas over the same environments) — at once, each primitive operation computed and counted
+// by the first-level forms the bodies call (rev_binary_s2, back_view); those backpropagators'
+// native_back computes their bodies' values from reals the same way. Anything else (another
+// level of nesting, a zero sensitivity, a shape not met here): the bodies, as they are.
+
+// What a free variable of such a backpropagator holds (Lambda::rr_slots).
+enum RrSlot : int8_t { kRrNone = 0, kRrBp, kRrX1, kRrX2, kRrY, kRrBp1, kRrBp2, kRrKinds };
+constexpr int8_t kRrUnusable = -1, kRrReady = 1;
+
+// An inner reverse value of an outer reverse real x: (reverse x), holding x as it is, 
+// or a view of *j of the part x of a data pair.
+inline bool inner_reverse(Value v, Value& x) {
+  if (is_j_view(v) && view_tag(v) != kViewJ) x = j_view_part(v);
+  else if (is(v, Kind::Reverse) && v.as_obj()->aux == 0) x = static_cast<Tagged*>(v.as_obj())->v;
+  else return false;
+  double d;
+  return plain_reverse(x, d);
+}
+
+// The lambda binding bd's i-th capture: the variable of the body it closes over.
+inline Var* capture(const Binding& bd, size_t i) { return bd.caps ? bd.caps[i] : bd.lam->free[i]; }
+
+// Records in obp->rr_slots what each of obp's free variables (bound by bd) holds: from[k] is the
+// body's variable that holds kind k. False when one is none of them.
+bool rr_map_slots(const Binding& bd, Var* const* from) {
+  Lambda* obp = bd.lam;
+  compute_free_variables(obp);
+  if (obp->free.size() > sizeof obp->rr_slots) return false;
+  for (size_t i = 0; i < obp->free.size(); i++) {
+    int8_t k = kRrNone;
+    for (int j = 1; j < kRrKinds; j++)
+      if (from[j] && capture(bd, i) == from[j]) k = (int8_t)j;
+    if (k == kRrNone) return false;
+    obp->rr_slots[i] = k;
+  }
+  return true;
+}
+
+// The lambda of the closure obp's body returns as f̄ (the sensitivity of the closure called),
+// when it closes over `nfree` variables.
+Lambda* rr_fbar_lambda(Lambda* obp, size_t nfree) {
+  ensure_body(obp);
+  Lambda* f = find_bp(obp->body);
+  if (!f) return nullptr;
+  compute_free_variables(f);
+  return f->free.size() == nfree ? f : nullptr;
+}
+
+// The closure of obp over what its slots hold (from[kind]).
+Value rr_closure(Lambda* obp, const Value* from) {
+  int n = (int)obp->free.size();
+  Value c = make_closure(obp, nullptr, n);
+  for (int i = 0; i < n; i++) static_cast<Closure*>(c.as_obj())->env[i] = from[obp->rr_slots[i]];
+  return c;
+}
+
+// x̄ = (a . b) of the backpropagator bp of a binary primitive's record (a view) for ȳ = y, as
+// back_view gives it (and counts it): + - * read here, any other through back_view.
+inline bool node_bar2(Value bp, double y, double& a, double& b) {
+  if (bp.is_view() && (bp.bits >> 48) == 0 && view_tag(bp) == kViewBpNode) {
+    const RevNode* n = static_cast<const RevNode*>(view_obj(bp));
+    const Ids& I = ids();
+    int id = (int)n->aux - 1;
+    if (id == I.mul) {
+      count(I.mul, 2);
+      a = n->x2.as_real() * y;
+      b = n->x1.as_real() * y;
+      return true;
+    }
+    if (id == I.add) {
+      a = b = y;
+      return true;
+    }
+    if (id == I.sub) {
+      count(I.sub);
+      a = y;
+      b = 0 - y;
+      return true;
+    }
+  }
+  Value o[3];
+  if (!bp.is_view() || !back_view(bp, Value::real(y), o, true) || !o[1].is_real() || !o[2].is_real()) return false;
+  a = o[1].as_real();
+  b = o[2].as_real();
+  return true;
+}
+
+bool rr_rule_back(Closure* k, Value ys, Value* out);
+bool rr_bp_back(Closure* k, Value ys, Value* out);
+bool rr_bp_split1(Closure* c, Value y, Value* out);
+
+// R:backpropagator of op's raw body, for op's rule's backpropagator: for *, (* x2 y) and (* x1 y)
+// reverse-transformed and taken apart, and the backpropagator over their backpropagators, y, x1
+// and x2; for -, (- 0 y) and the backpropagator over its; for +, no call and no variable.
+void rr_prepare_bp(Lambda* raw, Prim* p) {
+  if (raw->rr_slots[0] == kRrUnusable || raw->native_split1) return;
+  raw->rr_slots[0] = kRrUnusable;
+  ensure_body(raw);
+  compute_free_variables(raw);
+  NativeOp op = op_of(p);
+  size_t ncalls = op == N_MUL ? 2 : op == N_SUB ? 1 : 0;
+  if (raw->free.size() != (op == N_MUL ? 2u : 0u) || !raw->param) return;
+  Var* apps[2] = {};
+  size_t napps = 0;
+  const Binding* lam_bind = nullptr;
+  Var* from[kRrKinds] = {};
+  for (const Binding& bd : raw->body->binds) {
+    if (bd.op == Op::App) {
+      if (napps == ncalls || bd.raw_call) return;
+      apps[napps++] = bd.x;
+    } else if (bd.op == Op::Lambda) {
+      if (lam_bind) return;
+      lam_bind = &bd;
+    } else if (bd.op == Op::Cdr && napps > 0 && bd.a == apps[napps - 1]) {
+      from[napps == 1 ? kRrBp1 : kRrBp2] = bd.x;
+    } else if (bd.op == Op::If || bd.op == Op::BackCall) {
+      return;
+    }
+  }
+  from[kRrY] = raw->param;
+  if (op == N_MUL) {
+    from[kRrX1] = raw->free[0];
+    from[kRrX2] = raw->free[1];
+  }
+  if (napps != ncalls || !lam_bind || (ncalls >= 1 && !from[kRrBp1]) || (ncalls == 2 && !from[kRrBp2]) ||
+      !rr_map_slots(*lam_bind, from))
+    return;
+  Lambda* obp = lam_bind->lam;
+  if (!(obp->native_bp = rr_fbar_lambda(obp, op == N_MUL ? 2 : 0))) return;
+  obp->native_prim = p;
+  set_bp<rr_bp_back>(obp);
+  raw->native_prim = p;
+  raw->rr_obp = obp;
+  raw->rr_slots[0] = kRrReady;
+  raw->native_split1 = rr_bp_split1;
+}
+
+// The transformed rule r's body: (*j-inverse xr) taken apart into x1 and x2; the primitive applied
+// to them, its value and backpropagator taken apart; *j of the value; the closure of the rule's
+// transformed backpropagator (over x1 and x2, or nothing), and the backpropagator (over the
+// primitive's backpropagator, x1 and x2, or some of them).
+bool rr_prepare_rule(Lambda* r) {
+  if (r->rr_slots[0] == kRrReady) return true;
+  if (r->rr_slots[0] == kRrUnusable) return false;
+  r->rr_slots[0] = kRrUnusable;  // (until shown otherwise)
+  ensure_body(r);
+  Var* apps[3] = {};
+  int napps = 0;
+  const Binding* lams[2] = {};
+  int nlams = 0;
+  Var* from[kRrKinds] = {};
+  for (const Binding& bd : r->body->binds) {
+    if (bd.op == Op::App) {
+      if (napps == 3 || bd.raw_call) return false;
+      apps[napps++] = bd.x;
+    } else if (bd.op == Op::Lambda) {
+      if (nlams == 2) return false;
+      lams[nlams++] = &bd;
+    } else if ((bd.op == Op::Car || bd.op == Op::Cdr) && napps == 1 && bd.a == apps[0]) {
+      from[bd.op == Op::Car ? kRrX1 : kRrX2] = bd.x;
+    } else if (bd.op == Op::Cdr && napps == 2 && bd.a == apps[1]) {
+      from[kRrBp] = bd.x;
+    } else if (bd.op == Op::If || bd.op == Op::BackCall) {
+      return false;
+    }
+  }
+  if (napps != 3 || nlams != 2 || !from[kRrX1] || !from[kRrX2] || !from[kRrBp]) return false;
+  Prim* p = r->native_prim;
+  bool mul = op_of(p) == N_MUL;
+  Lambda* vbp = lams[0]->lam;
+  compute_free_variables(vbp);
+  if (vbp->free.size() != (mul ? 2u : 0u)) return false;
+  if (mul && (capture(*lams[0], 0) != from[kRrX1] || capture(*lams[0], 1) != from[kRrX2])) return false;
+  if (!rr_map_slots(*lams[1], from)) return false;
+  Lambda* obp = lams[1]->lam;
+  if (!(obp->native_bp = rr_fbar_lambda(obp, 0))) return false;
+  obp->native_prim = p;
+  set_bp<rr_rule_back>(obp);
+  if (vbp->raw_variant) rr_prepare_bp(vbp->raw_variant, p);
+  r->native_bp = vbp;
+  r->rr_obp = obp;
+  r->rr_slots[0] = kRrReady;
+  return true;
+}
+
+bool rr_split2(Closure* c, Value a, Value b, Value* out) {
+  Value x[kRrKinds], o[2];
+  Lambda* r = c->lambda;
+  if (!inner_reverse(a, x[kRrX1]) || !inner_reverse(b, x[kRrX2]) || !rr_prepare_rule(r)) return false;
+  if (!rev_binary_s2(c, x[kRrX1], x[kRrX2], o)) return false;
+  x[kRrBp] = o[1];
+  Value vbp = closure_of(r->native_bp, x + kRrX1);
+  out[0] = cons(star_j(o[0]), vbp);
+  out[1] = rr_closure(r->rr_obp, x);
+  return true;
+}
+
+bool rr_split1(Closure* c, Value v, Value* out) {
+  if (is_lazy(v)) v = force(v);
+  return is_pair(v) && rr_split2(c, car(v), cdr(v), out);
+}
+
+// The backpropagator of R:reverse-op on ȳ = ((reverse y) . c̄), y a real and c̄ the sensitivity of
+// the rule's backpropagator (for *, a closure whose first two slots are reals): f̄ the rule's
+// closure and x̄ = (*j (x̄1 . x̄2)), the primitive's backpropagator applied to y (and c̄'s slots added).
+bool rr_rule_back(Closure* k, Value ys, Value* out) {
+  if (!is(ys, Kind::Pair)) return false;
+  Value cs = cdr(ys);
+  double yd;
+  if (!plain_reverse(car(ys), yd)) return false;  // (*j-inverse of it: a real)
+  Value y = Value::real(yd);
+  Lambda* obp = k->lambda;
+  Value bp = Value::unbound();
+  for (size_t i = 0; i < obp->free.size(); i++)
+    if (obp->rr_slots[i] == kRrBp) bp = k->env[i];
+  if (bp.is_unbound()) return false;
+  bool mul = op_of(obp->native_prim) == N_MUL;
+  Value c0, c1;
+  if (mul) {
+    if (!is(cs, Kind::Closure) || static_cast<Closure*>(cs.as_obj())->aux < 2) return false;
+    c0 = env_ref(cs, 0, nullptr);
+    c1 = env_ref(cs, 1, nullptr);
+    if (!c0.is_real() || !c1.is_real()) return false;
+  }
+  double a, b;
+  if (!node_bar2(bp, y.as_real(), a, b)) return false;
+  Value s1 = Value::real(mul ? c0.as_real() + a : a);
+  Value s2 = Value::real(mul ? c1.as_real() + b : b);
+  out[0] = closure_of(obp->native_bp, nullptr);
+  out[1] = view_of(cons(s1, s2), kViewJ);  // (*j of the pair)
+  return true;
+}
+
+// R:backpropagator of op's raw body on y (an outer reverse real): for *, over x1 and x2, the value
+// (() . ((* x2 y) . (* x1 y))); for -, (() . (y . (- 0 y))); for +, (() . (y . y)); and the
+// backpropagator over the products' or the difference's backpropagators (and y, x1 and x2).
+bool rr_bp_split1(Closure* c, Value y, Value* out) {
+  double d;
+  if (!plain_reverse(y, d)) return false;
+  Lambda* raw = c->lambda->raw_variant;
+  Prim* p = raw->native_prim;
+  Value x[kRrKinds], o1[2], o2[2];
+  x[kRrY] = y;
+  switch (op_of(p)) {
+    case N_MUL:
+      x[kRrX1] = c->env[0];
+      x[kRrX2] = c->env[1];
+      if (!rev_binary_prim(p, x[kRrX2], y, o1) || !rev_binary_prim(p, x[kRrX1], y, o2)) return false;
+      x[kRrBp1] = o1[1];
+      x[kRrBp2] = o2[1];
+      out[0] = cons(Value::nil(), cons(o1[0], o2[0]));
+      break;
+    case N_SUB:
+      if (!rev_binary_prim(p, small_leaf(0), y, o1)) return false;  // (the body's constant (reverse 0))
+      x[kRrBp1] = o1[1];
+      out[0] = cons(Value::nil(), cons(y, o1[0]));
+      break;
+    default: out[0] = cons(Value::nil(), cons(y, y)); break;
+  }
+  out[1] = raw->rr_obp->free.empty() ? closure_of(raw->rr_obp, nullptr) : rr_closure(raw->rr_obp, x);
+  return true;
+}
+
+// Its backpropagator on ȳ = (f̄ . (s1 . s2)), s1 and s2 reals: f̄ = the closure of the rule's
+// backpropagator (for *, over (x̄1 x̄2) = (s2 y, s1 y)) and x̄ = the sensitivity of y: for *,
+// s2 x1 + s1 x2 from the two products' backpropagators (the second's first, as the body calls
+// them); for -, s1 + that of (- 0 y) for s2; for +, s1 + s2.
+bool rr_bp_back(Closure* k, Value ys, Value* out) {
+  if (!is(ys, Kind::Pair)) return false;
+  Value ss = cdr(ys);
+  if (!is(ss, Kind::Pair)) return false;
+  Value s1 = car(ss), s2 = cdr(ss);
+  if (!s1.is_real() || !s2.is_real()) return false;
+  Lambda* obp = k->lambda;
+  Value bp1 = Value::unbound(), bp2 = Value::unbound();
+  for (size_t i = 0; i < obp->free.size(); i++) {
+    if (obp->rr_slots[i] == kRrBp1) bp1 = k->env[i];
+    if (obp->rr_slots[i] == kRrBp2) bp2 = k->env[i];
+  }
+  double a1, b1, a2, b2;
+  switch (op_of(obp->native_prim)) {
+    case N_MUL: {  // (the second product's backpropagator first, as the body calls them)
+      if (!node_bar2(bp2, s2.as_real(), a2, b2) || !node_bar2(bp1, s1.as_real(), a1, b1)) return false;
+      Value env[2] = {Value::real(a2), Value::real(a1)};
+      out[0] = closure_of(obp->native_bp, env);
+      out[1] = Value::real(b2 + b1);
+      return true;
+    }
+    case N_SUB:
+      if (!node_bar2(bp1, s2.as_real(), a1, b1)) return false;
+      out[0] = closure_of(obp->native_bp, nullptr);
+      out[1] = Value::real(s1.as_real() + b1);
+      return true;
+    default:
+      out[0] = closure_of(obp->native_bp, nullptr);
+      out[1] = Value::real(s1.as_real() + s2.as_real());
+      return true;
+  }
 }
 
 // The backpropagator lambda shared by comparisons and predicates: the inner lambda of the
@@ -1807,6 +2115,16 @@ void install_dot_bp(Lambda* bp) {
 }
 
 void install_reverse_forward(Lambda* lam, Lambda* r) {
+  if (lam->native_split2 == rev_binary_s2) {  // reverse over reverse
+    // (for an interpreter without the native tier only: compiled, the bodies are as fast)
+    NativeOp op = op_of(lam->native_prim);
+    if (!current->jit && (op == N_ADD || op == N_SUB || op == N_MUL)) {
+      r->native_prim = lam->native_prim;
+      r->native_split1 = rr_split1;
+      r->native_split2 = rr_split2;
+    }
+    return;
+  }
   if (lam->native1 == fwd_unary && fwd2_unary_op(op_of(lam->native_prim))) {
     r->native_prim = lam->native_prim;
     r->native_split1 = rf_split1u;

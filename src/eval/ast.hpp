@@ -168,6 +168,12 @@ struct Lambda {
   // computed natively by calling M, the closure of `source` (native.cpp).
   bool linear_forward = false;
   Lambda* native_bp = nullptr;  // a reverse rule's backpropagator lambda
+  // Reverse over reverse (native.cpp, rr_*): on the transform of +, - or *'s reverse rule, or of
+  // its backpropagator's raw body, the lambda of the backpropagator its forward phase returns,
+  // and for each of that lambda's free variables what it holds (RrSlot); kRrUnusable: the body
+  // does not have the shape the native forms assume, so it runs as it is.
+  Lambda* rr_obp = nullptr;
+  int8_t rr_slots[6] = {0, 0, 0, 0, 0, 0};
   // A backpropagator's native body without the sensitivity tags, for BackCall: ȳ to f̄ in
   // out[0] and x̄ in out[1]; false = fall back.
   bool (*native_back)(Closure*, Value, Value* out) = nullptr;

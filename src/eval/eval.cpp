@@ -1133,6 +1133,7 @@ Value apply_core(Value f, Value arg, Pos call_pos, Value* out, Lambda* entry = n
       if (entry) {  // a raw call: this body over the closure's environment
         lam = entry;
         entry = nullptr;
+        if (lam->native_split1 && out && lam->native_split1(cl, arg, halves)) break;
       } else if (lam->native_split1 && (out || chain_last)) {
         if (lam->native_split1(cl, arg, halves)) break;
       } else if (lam->native1) {
