@@ -52,10 +52,12 @@ void anonymous_mappings(std::vector<Range>& out) {
   out.clear();
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
-  static char buf[1 << 16];
+  // (not a static array: the collector would scan its 64 KiB as roots at every collection)
+  constexpr size_t kBuf = 1 << 16;
+  static char* const buf = new char[kBuf];
   size_t have = 0;
   for (;;) {
-    ssize_t n = read(fd, buf + have, sizeof buf - have - 1);
+    ssize_t n = read(fd, buf + have, kBuf - have - 1);
     if (n <= 0) break;
     have += (size_t)n;
     size_t start = 0;
