@@ -1023,35 +1023,38 @@ Value rr_closure(Lambda* obp, const Value* from) {
   return c;
 }
 
-// x̄ = (a . b) of the backpropagator bp of a binary primitive's record (a view) for ȳ = y, as
-// back_view gives it (and counts it): + - * read here, any other through back_view.
-inline bool node_bar2(Value bp, double y, double& a, double& b) {
-  if (bp.is_view() && (bp.bits >> 48) == 0 && view_tag(bp) == kViewBpNode) {
-    const RevNode* n = static_cast<const RevNode*>(view_obj(bp));
-    const Ids& I = ids();
-    int id = (int)n->aux - 1;
-    if (id == I.mul) {
-      count(I.mul, 2);
-      a = n->x2.as_real() * y;
-      b = n->x1.as_real() * y;
-      return true;
-    }
-    if (id == I.add) {
-      a = b = y;
-      return true;
-    }
-    if (id == I.sub) {
-      count(I.sub);
-      a = y;
-      b = 0 - y;
-      return true;
-    }
+// Whether bp is the backpropagator rev_binary_prim gives a record of +, - or *: the view of its
+// node (or of the primitive's shared node), or the zero one of two constant leaves.
+inline bool node_bar2_ok(Value bp) {
+  if (bp == kConstPairView) return true;
+  if (!bp.is_view() || (bp.bits >> 48) != 0 || view_tag(bp) != kViewBpNode) return false;
+  const Ids& I = ids();
+  int id = (int)static_cast<const RevNode*>(view_obj(bp))->aux - 1;
+  return id == I.mul || id == I.add || id == I.sub;
+}
+
+// x̄ = (a . b) of such a backpropagator (node_bar2_ok) for ȳ = y, as back_view gives it and
+// counts it. (Callers check every backpropagator first: nothing is counted for a call that then
+// falls back to its body, which counts again.)
+inline void node_bar2(Value bp, double y, double& a, double& b) {
+  if (bp == kConstPairView) {
+    a = b = 0;
+    return;
   }
-  Value o[3];
-  if (!bp.is_view() || !back_view(bp, Value::real(y), o, true) || !o[1].is_real() || !o[2].is_real()) return false;
-  a = o[1].as_real();
-  b = o[2].as_real();
-  return true;
+  const RevNode* n = static_cast<const RevNode*>(view_obj(bp));
+  const Ids& I = ids();
+  int id = (int)n->aux - 1;
+  if (id == I.mul) {
+    count(I.mul, 2);
+    a = n->x2.as_real() * y;
+    b = n->x1.as_real() * y;
+  } else if (id == I.add) {
+    a = b = y;
+  } else {
+    count(I.sub);
+    a = y;
+    b = 0 - y;
+  }
 }
 
 bool rr_rule_back(Closure* k, Value ys, Value* out);
@@ -1182,7 +1185,6 @@ bool rr_rule_back(Closure* k, Value ys, Value* out) {
   Value bp = Value::unbound();
   for (size_t i = 0; i < obp->free.size(); i++)
     if (obp->rr_slots[i] == kRrBp) bp = k->env[i];
-  if (bp.is_unbound()) return false;
   bool mul = op_of(obp->native_prim) == N_MUL;
   Value c0, c1;
   if (mul) {
@@ -1191,8 +1193,9 @@ bool rr_rule_back(Closure* k, Value ys, Value* out) {
     c1 = env_ref(cs, 1, nullptr);
     if (!c0.is_real() || !c1.is_real()) return false;
   }
+  if (!node_bar2_ok(bp)) return false;
   double a, b;
-  if (!node_bar2(bp, y.as_real(), a, b)) return false;
+  node_bar2(bp, y.as_real(), a, b);
   Value s1 = Value::real(mul ? c0.as_real() + a : a);
   Value s2 = Value::real(mul ? c1.as_real() + b : b);
   out[0] = closure_of(obp->native_bp, nullptr);
@@ -1214,6 +1217,9 @@ bool rr_bp_split1(Closure* c, Value y, Value* out) {
     case N_MUL:
       x[kRrX1] = c->env[0];
       x[kRrX2] = c->env[1];
+      // (both operands checked first: the first product is counted when made, and a fall back
+      // to the body would count it again)
+      if (!plain_reverse(x[kRrX1], d) || !plain_reverse(x[kRrX2], d)) return false;
       if (!rev_binary_prim(p, x[kRrX2], y, o1) || !rev_binary_prim(p, x[kRrX1], y, o2)) return false;
       x[kRrBp1] = o1[1];
       x[kRrBp2] = o2[1];
@@ -1249,14 +1255,17 @@ bool rr_bp_back(Closure* k, Value ys, Value* out) {
   double a1, b1, a2, b2;
   switch (op_of(obp->native_prim)) {
     case N_MUL: {  // (the second product's backpropagator first, as the body calls them)
-      if (!node_bar2(bp2, s2.as_real(), a2, b2) || !node_bar2(bp1, s1.as_real(), a1, b1)) return false;
+      if (!node_bar2_ok(bp1) || !node_bar2_ok(bp2)) return false;
+      node_bar2(bp2, s2.as_real(), a2, b2);
+      node_bar2(bp1, s1.as_real(), a1, b1);
       Value env[2] = {Value::real(a2), Value::real(a1)};
       out[0] = closure_of(obp->native_bp, env);
       out[1] = Value::real(b2 + b1);
       return true;
     }
     case N_SUB:
-      if (!node_bar2(bp1, s2.as_real(), a1, b1)) return false;
+      if (!node_bar2_ok(bp1)) return false;
+      node_bar2(bp1, s2.as_real(), a1, b1);
       out[0] = closure_of(obp->native_bp, nullptr);
       out[1] = Value::real(s1.as_real() + b1);
       return true;
