@@ -595,6 +595,7 @@ Var* new_var(const char* name) {
   new (v) Var();
   v->name = name;
   v->id = __atomic_fetch_add(&next_var_id, 1, __ATOMIC_RELAXED);
+  keep_while_analysing(v);  // (the transforms' maps of variables are not scanned)
   return v;
 }
 

@@ -210,6 +210,19 @@ static uint64_t now_ns() {
       .count();
 }
 
+// Objects an analysis makes that only its tables in memory the collector does not scan may hold
+// for a while (the reverse transform's maps of variables live in arenas): kept until the
+// outermost analysis ends, by when what it made is in place (bodies, lambdas) or garbage. Under
+// GC stress, or past kAnalysisNoCollect, a collection in between freed a variable still in those
+// maps, and a later one took its address: "internal error: transform lost variable car".
+// (A vector of new, its block uncollectable and scanned.)
+static thread_local std::vector<void*, traceable_allocator<void*>>* analysis_keep = nullptr;
+void keep_while_analysing(void* p) {
+  if (analysis_depth == 0) return;
+  if (!analysis_keep) analysis_keep = new std::vector<void*, traceable_allocator<void*>>();
+  analysis_keep->push_back(p);
+}
+
 AnalysisScope::AnalysisScope()
     : steps_(work.steps), objects_(work.objects), bytes_(work.bytes), outer_(analysis_depth++ == 0) {
   if (outer_) {
@@ -228,6 +241,15 @@ AnalysisScope::AnalysisScope()
 AnalysisScope::~AnalysisScope() {
   analysis_depth--;
   if (!outer_) return;
+  if (analysis_keep) {
+    if (analysis_keep->capacity() > (1u << 16)) {  // (a large analysis's: not kept for good)
+      delete analysis_keep;
+      analysis_keep = nullptr;
+    } else {  // (the words zeroed too: the collector scans the whole block, not the size)
+      std::fill(analysis_keep->begin(), analysis_keep->end(), nullptr);
+      analysis_keep->clear();
+    }
+  }
   if (analysis_gc_off) {
     GC_enable();
     analysis_gc_off = false;

@@ -225,6 +225,9 @@ uint64_t reachable_bytes(Value v);
 
 // While one of these is alive on this thread (outermost only), steps and allocation count as
 // analysis, and no collection starts until it has allocated kAnalysisNoCollect bytes (heap.cpp).
+// Keeps p alive until the outermost AnalysisScope on this thread ends (nothing outside one):
+// for what an analysis holds only in memory the collector does not scan.
+void keep_while_analysing(void* p);
 class AnalysisScope {
  public:
   AnalysisScope();
