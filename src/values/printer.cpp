@@ -75,6 +75,11 @@ int distributed_part(Value v, Kind k) {
   if (it != distributed_memo->end()) return it->second;
   int r = distributed(v, k);
   (*distributed_memo)[key] = (uint8_t)r;
+  // The pair is the memo's key by its address: kept to the end of the print. A pair made while
+  // printing (a level of a lazy zero or of *j of a list), once collected, left its address to
+  // another, which took its answer: (list (*j (list 1 2)) (zero (list 3 4))) printed its zeros as
+  // reverse values under GC stress.
+  if (projected_keep) projected_keep->push_back(v);
   return r;
 }
 
