@@ -1018,6 +1018,7 @@ Lambda* rr_fbar_lambda(Lambda* obp, size_t nfree) {
 // The closure of obp over what its slots hold (from[kind]).
 Value rr_closure(Lambda* obp, const Value* from) {
   int n = (int)obp->free.size();
+  if (n == 0) return closure_of(obp, nullptr);  // (the lambda's one empty closure)
   Value c = make_closure(obp, nullptr, n);
   for (int i = 0; i < n; i++) static_cast<Closure*>(c.as_obj())->env[i] = from[obp->rr_slots[i]];
   return c;
@@ -1232,7 +1233,7 @@ bool rr_bp_split1(Closure* c, Value y, Value* out) {
       break;
     default: out[0] = cons(Value::nil(), cons(y, y)); break;
   }
-  out[1] = raw->rr_obp->free.empty() ? closure_of(raw->rr_obp, nullptr) : rr_closure(raw->rr_obp, x);
+  out[1] = rr_closure(raw->rr_obp, x);
   return true;
 }
 
