@@ -135,6 +135,9 @@ void attach_trace(Error& e, long base = 0);  // (the calls above depth `base` on
 void release_call_records();
 // Forgets which backpropagator the meter last measured (an evaluation starts afresh).
 void forget_retained_note();
+// The meter's retained bytes: the bytes reachable from a backpropagator a program calls (its tape),
+// measured once for each backpropagator, into work.retained_peak.
+void note_retained(Value bp);
 Value run_toplevel(Interp& in, const TopLevel& t);
 void compile(Lambda* lam);
 Value closure_of(Lambda* lam, const Value* env);
