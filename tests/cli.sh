@@ -947,6 +947,17 @@ for tier in on off; do
     ok "--heap-limit: after a tail loop's list filled the heap, the REPL carries on, three times (tier $tier)"
   else notok "--heap-limit: after a tail loop's list filled the heap, the REPL carries on (tier $tier)" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
 done
+# the same under 16 MiB, after a gradient's tape filled the heap: the heap grew past the limit before
+# the collection only by 4 MiB at least, and only to a quarter over it, so never under 16 MiB, and
+# every later form failed at the limit too
+{ printf "(define (big n acc) (if (= n 0) acc (big (- n 1) (cons n acc))))\n(length (big 10000 '()))\n"
+  printf "((gradient (lambda (x) (+ x (fold + 0 (big 400000 '()))))) 1)\n(length (big 10000 '()))\n(length (big 10000 '()))\n"; } >small.in
+for limit in 4M 8M 12M; do
+  IN_FILE=small.in run 120 "$V" --heap-limit $limit
+  if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '10000\n10000\n10000')" ] && [ "$(printf '%s\n' "$ERR" | grep -c 'error: heap limit exceeded')" = 1 ]; then
+    ok "--heap-limit $limit: after a gradient filled the heap, the REPL carries on"
+  else notok "--heap-limit $limit: after a gradient filled the heap, the REPL carries on" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+done
 run 120 "$V" --heap-limit 1G heap.vlad
 if [ $RC -eq 0 ] && printf '%s' "$OUT" | grep -qE '^-?[0-9]'; then ok "--heap-limit: under it the same gradient completes"
 else notok "--heap-limit: under it the same gradient completes" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
