@@ -2,6 +2,7 @@
 // Transformed pairs are pairs of transformed values (paper §4, the pair notation (v1 ,x v2)), so
 // only reals and other tags carry explicit tags; closures carry theirs on their lambda.
 // Zeros are lazy (paper, end of §4): a LazyZero stands for the zero of a value until inspected.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -143,7 +144,10 @@ Value memo_pair(PairMemo& m, Value a, Value b, F make) {
 }
 
 thread_local PairMemo plus_memo, bundle_memo, part_memo, star_j_inverse_memo;
-thread_local std::vector<Value>* plus_spine = nullptr;  // plus_pairs' steps to record (below)
+// plus_pairs' steps to record (below), in memory the collector scans: a step's `a` may be a pair
+// forced from a temporary lazy value, held by nothing else until its sum is recorded.
+using SpineVector = std::vector<Value, traceable_allocator<Value>>;
+thread_local SpineVector* plus_spine = nullptr;
 
 // Pure operations on closures with an environment, the last few results made on this thread: j*
 // (bundle_raw) and the forward versions of the AD primitives (native.cpp fwd_ad). A program
@@ -808,7 +812,10 @@ Value plus_hot_list(Value h, Value l, bool h_left) {
 // deeper than its elements (walked recursively, a list of 17 went 9 levels past the depth where
 // the memo table starts, a hash insert a pair). Sharing is kept as memo_pair keeps it: once the
 // table is in use, each step looks its pair up and, at the end, records its sum, the suffix.
-// (plus_spine: (a, b, sum) of the steps to record; not scanned: a, b and the sums are held.)
+// (plus_spine: (a, b, sum) of the steps to record. Scanned: `a` may be a pair plus_rest forced from
+// a temporary *j of a list, held only here while the rest is summed, which allocates; collected
+// then, its address went into the memo for a later pair to take its sum — found by a helper's
+// instrumented GC-stress build. Entries given up are cleared, not left pinned.)
 __attribute__((noinline)) Value plus_pairs(Value a, Value b) {
   PairMemo& m = plus_memo;
   if (m.depth >= 8 && !m.table) m.make(64);
@@ -817,11 +824,12 @@ __attribute__((noinline)) Value plus_pairs(Value a, Value b) {
     PairMemo& m;
     size_t mark;
     ~Leave() {
+      std::fill(plus_spine->begin() + mark, plus_spine->end(), Value());
       plus_spine->resize(mark);
       if (--m.depth == 0) m.release();
     }
   };
-  if (!plus_spine) plus_spine = new std::vector<Value>();
+  if (!plus_spine) plus_spine = new SpineVector();
   Leave leave{m, plus_spine->size()};
   Value head = Value::nil(), tail;
   Pair* last = nullptr;
@@ -848,7 +856,7 @@ __attribute__((noinline)) Value plus_pairs(Value a, Value b) {
   }
   if (last) last->cdr = tail;
   else head = tail;
-  std::vector<Value>& sp = *plus_spine;
+  SpineVector& sp = *plus_spine;
   for (size_t i = leave.mark; i + 2 < sp.size(); i += 3) m.insert(sp[i], sp[i + 1], sp[i + 2]);
   return head;
 }

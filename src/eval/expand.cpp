@@ -616,6 +616,9 @@ Lambda* new_lambda() {
   new (l) Lambda();
   l->owner = current;
   l->empty_closure = Value::unbound();
+  // (a letrec's members are held only by the expander's scope, a std::vector, until the body
+  // first names them)
+  keep_while_analysing(l);
   return l;
 }
 
