@@ -276,6 +276,10 @@ bounded "hessian-vector-product through a closure over a 2000-list, objects a ca
 # most 200 objects a level from n = 10 to 16 (38 here; ~×4 every two levels, 2^n, when the
 # zeros and *j views were bundled afresh on each way into the structure).
 bounded "forward over a reverse gradient of a DAG, objects a level" "$(marginal fr-dag.vlad 10 16 6)" 200
+# Reverse over a forward derivative of (plus x (zero x)), x a DAG of n pairs (tests/cost/rf-dag.vlad):
+# at most 200 objects a level from n = 10 to 16 (~110 here; ~×4 every two levels, 2^n, when the
+# zero of *j-inverse of *j of each part was a lazy zero made afresh on each way into the DAG).
+bounded "reverse over a forward derivative of plus and zero of a DAG, objects a level" "$(marginal rf-dag.vlad 10 16 6)" 200
 # Reverse over reverse through +, - and *'s rules, the tier off (tests/cost/rr-rules.vlad, W5's
 # shape): at most 550 interpreted steps an inner gradient step from n = 20 to 40 (465 here; 742 when
 # the reverse transforms of the rules and of their backpropagators ran as transformed bodies, not

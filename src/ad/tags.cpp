@@ -407,6 +407,12 @@ static Value stripped_zero(Value v, int strip) {
     return v;  // its own zero, stripped or not (zero_shallow)
   } else if (strip == 1 && is_pair(v)) {
     return view_of(v, kViewRZero);  // the same lazy zero, as a view
+  } else if (is_j_pair_view(v) || (strip == 1 && is_j_view(v))) {
+    // (*j x) of data x, a view: the zero of (J⁻¹)^(strip - 1) x, as lazy_zero gives it (for a
+    // pair, its zero view: the same value on every way into a shared structure, where a lazy
+    // zero made here was a new key for bundle_raw's memo each time, and a DAG was bundled once
+    // per path, 2^n pairs for n: reverse over forward of (plus x (zero x)))
+    return lazy_zero(v, strip);
   }
   return make_lazy_zero(v, strip);
 }
