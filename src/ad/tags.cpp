@@ -985,11 +985,18 @@ __attribute__((noinline)) Value plus_rest(Value a, Value b) {
     }
   }
   if (is_j_view(a) && is_j_view(b) && view_tag(a) == kViewJ && view_tag(b) == kViewJ) {
-    Pair* p = static_cast<Pair*>(view_obj(a));
-    Pair* q = static_cast<Pair*>(view_obj(b));
-    return memo_pair(plus_memo, a, b, [&] {
-      return cons(plus(j_part(p, false), j_part(q, false)), plus(j_part(p, true), j_part(q, true)));
-    });
+    // (along the cdrs in a loop, as plus_pairs, remembered under the views)
+    return spine_walk(
+        plus_memo, plus_spine, a, b,
+        [](Value x, Value y) {
+          return plus(j_part(static_cast<Pair*>(view_obj(x)), false), j_part(static_cast<Pair*>(view_obj(y)), false));
+        },
+        [](Value x, Value y, Value& nx, Value& ny) {
+          nx = j_part(static_cast<Pair*>(view_obj(x)), true);
+          ny = j_part(static_cast<Pair*>(view_obj(y)), true);
+          return is_j_pair_view(nx) && is_j_pair_view(ny);
+        },
+        [](Value x, Value y) { return plus(x, y); });
   }
   // Views materialised are dispatched again from the start: what a view stands for can be a zero
   // (*j of the zero of a reverse real), a pair, or a view again (*j of a part that is a view of
