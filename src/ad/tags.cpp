@@ -410,11 +410,13 @@ static Value stripped_zero(Value v, int strip) {
     return v;  // its own zero, stripped or not (zero_shallow)
   } else if (strip == 1 && is_pair(v)) {
     return view_of(v, kViewRZero);  // the same lazy zero, as a view
-  } else if (is_j_pair_view(v) || (strip == 1 && is_j_view(v))) {
-    // (*j x) of data x, a view: the zero of (J⁻¹)^(strip - 1) x, as lazy_zero gives it (for a
-    // pair, its zero view: the same value on every way into a shared structure, where a lazy
+  } else if (is_j_pair_view(v)) {
+    // (*j P) of a pair P, a view: the zero of (J⁻¹)^(strip - 1) P, as lazy_zero gives it (under
+    // one strip, P's zero view: the same value on every way into a shared structure, where a lazy
     // zero made here was a new key for bundle_raw's memo each time, and a DAG was bundled once
-    // per path, 2^n pairs for n: reverse over forward of (plus x (zero x)))
+    // per path, 2^n pairs for n: reverse over forward of (plus x (zero x))). (Only for a pair:
+    // the zero of *j of a real stays a lazy zero, which a backpropagator given it skips, where
+    // lazy_zero would give 0, which it would run on.)
     return lazy_zero(v, strip);
   }
   return make_lazy_zero(v, strip);
