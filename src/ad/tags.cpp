@@ -151,6 +151,7 @@ thread_local SpineVector* plus_spine = nullptr;
 thread_local SpineVector* bundle_spine = nullptr;  // (the same for bundle_pairs and forward_part)
 thread_local SpineVector* part_spine = nullptr;
 thread_local SpineVector* star_j_inverse_spine = nullptr;
+thread_local SpineVector* zero_part_spine = nullptr;  // (zero_forward_part's levels)
 
 // Pure operations on closures with an environment, the last few results made on this thread: j*
 // (bundle_raw) and the forward versions of the AD primitives (native.cpp fwd_ad). A program
@@ -906,6 +907,8 @@ void release_ad_tables() {
   part_spine = nullptr;
   delete star_j_inverse_spine;
   star_j_inverse_spine = nullptr;
+  delete zero_part_spine;
+  zero_part_spine = nullptr;
   plus_spine = nullptr;
 }
 
@@ -1091,18 +1094,48 @@ Value bundle_raw(Value p, Value t);
 // view t of a pair (j* of a list: the parts of the zero, not the zero made). Along the cdrs in a
 // loop, as plus_pairs: bundled recursively, a closure's environment of a list of 10^6 went 10^6
 // frames deep (0.4 GB of the evaluation stack, 1.3 s for j* of a closure over it).
-bool bundle_spine_step(Value p, Value t) { return is(p, Kind::Pair) && (is(t, Kind::Pair) || is_zero_view(t)); }
+// How bundle_raw takes apart the two it is given, when both are pairs or stand for pairs: 'P',
+// two pairs; 'V', *j of a pair on either side, or two zero views (remembered under the views,
+// which are the same on every way into a shared structure; their forced pairs' parts bundled);
+// 'Z', a pair and a zero view (j*: the parts of the zero, not the zero made); 0, none of these.
+inline bool stands_for_pair(Value v) { return is(v, Kind::Pair) || is_j_pair_view(v) || is_zero_view(v); }
+char bundle_step(Value p, Value t) {
+  if (is(p, Kind::Pair) && is(t, Kind::Pair)) return 'P';
+  if (is_j_pair_view(p) || is_j_pair_view(t) || (is_zero_view(p) && is_zero_view(t)))
+    return stands_for_pair(p) && stands_for_pair(t) ? 'V' : 0;
+  if (is(p, Kind::Pair) && is_zero_view(t)) return 'Z';
+  return 0;
+}
 Value bundle_pairs(Value p, Value t) {
+  // (a 'V' step's forced pairs, made by the step's element and read by its next)
+  Value fx, fy;
   return spine_walk(
       bundle_memo, bundle_spine, p, t,
-      [](Value x, Value y) {
-        if (!is_zero_view(y)) return bundle_raw(car(x), car(y));
-        return bundle_raw(car(x), lazy_zero(static_cast<Pair*>(view_obj(y))->car, zero_view_strip(y)));
+      [&](Value x, Value y) {
+        switch (bundle_step(x, y)) {
+          case 'Z': return bundle_raw(car(x), lazy_zero(static_cast<Pair*>(view_obj(y))->car, zero_view_strip(y)));
+          case 'V':
+            fx = force(unview(x));
+            fy = force(unview(y));
+            return bundle_raw(car(fx), car(fy));
+          default: return bundle_raw(car(x), car(y));
+        }
       },
-      [](Value x, Value y, Value& nx, Value& ny) {
-        nx = cdr(x);
-        ny = is_zero_view(y) ? lazy_zero(static_cast<Pair*>(view_obj(y))->cdr, zero_view_strip(y)) : cdr(y);
-        return bundle_spine_step(nx, ny);
+      [&](Value x, Value y, Value& nx, Value& ny) {
+        switch (bundle_step(x, y)) {
+          case 'Z':
+            nx = cdr(x);
+            ny = lazy_zero(static_cast<Pair*>(view_obj(y))->cdr, zero_view_strip(y));
+            break;
+          case 'V':
+            nx = cdr(fx);
+            ny = cdr(fy);
+            break;
+          default:
+            nx = cdr(x);
+            ny = cdr(y);
+        }
+        return bundle_step(nx, ny) != 0;
       },
       [](Value x, Value y) { return bundle_raw(x, y); });
 }
@@ -1153,8 +1186,10 @@ Value bundle_raw(Value p, Value t) {
   // under the views, which are the same for every way into a shared structure, where the pairs
   // made from them (a LazyJ or a lazy zero's level, each time a view is made into one) are not:
   // a DAG was bundled once per path, 2^n pairs for n.
-  if (is_j_pair_view(p) || is_j_pair_view(t) || (is_zero_view(p) && is_zero_view(t)))
+  if (is_j_pair_view(p) || is_j_pair_view(t) || (is_zero_view(p) && is_zero_view(t))) {
+    if (bundle_step(p, t) == 'V') return bundle_pairs(p, t);  // (two that stand for pairs: along the cdrs in a loop)
     return memo_pair(bundle_memo, p, t, [&] { return bundle_raw(force(unview(p)), force(unview(t))); });
+  }
   p = unview(p);
   if (is_zero_view(t) && is(p, Kind::Pair)) return bundle_pairs(p, t);  // (j*: bundle_pairs)
   if (is_zero_view(t)) t = force(t);
@@ -1239,28 +1274,89 @@ Value bundle_raw(Value p, Value t) {
 }
 
 // The primal (part 0) or the unwrapped tangent (part 1) of a forward value.
-Value forward_part(const char* who, Value v, int part) {
-  // A zero of a pair or of *j of one (a zero view, or a lazy zero of either): its part is the
-  // zero of the part of its one level, remembered under what it is the zero of (the pair, or the
-  // view of *j of it) and its strips, which are the same for every way into a shared structure;
-  // the level made afresh each time is not (a DAG's zero was walked once per path: 2^n pairs).
-  {
-    Value src = Value::unbound();
-    int strip = 0;
-    if (is_zero_view(v)) {
-      src = Value::obj(view_obj(v));
-      strip = zero_view_strip(v);
-    } else if (is(v, Kind::Zero)) {
-      Value s = static_cast<LazyZero*>(v.as_obj())->src;
-      if (is_pair(s) || is_j_pair_view(s)) {
-        src = s;
-        strip = (int)v.as_obj()->aux;
+// What a zero of a pair or of *j of one (a zero view, or a lazy zero of either) is the zero of,
+// and its strips; false for any other value.
+bool zero_of_pair(Value v, Value& src, int& strip) {
+  if (is_zero_view(v)) {
+    src = Value::obj(view_obj(v));
+    strip = zero_view_strip(v);
+    return true;
+  }
+  if (is(v, Kind::Zero)) {
+    Value s = static_cast<LazyZero*>(v.as_obj())->src;
+    if (is_pair(s) || is_j_pair_view(s)) {
+      src = s;
+      strip = (int)v.as_obj()->aux;
+      return true;
+    }
+  }
+  return false;
+}
+
+// forward_part of such a zero: the zero of the part of its one level, (zero (cons a d)) for a
+// the part of its car's zero and d that of its cdr's, remembered under what it is the zero of
+// (the pair, or the view of *j of it) and its strips, which are the same for every way into a
+// shared structure; the level made afresh each time is not (a DAG's zero was walked once per
+// path: 2^n pairs). Along the cdrs in a loop (a list's zero, d again such a zero), the cars
+// recursively: recursively along the cdrs, the zero of a list of 10^6 went 10^6 frames deep.
+Value zero_forward_part(const char* who, Value src, int strip, int part) {
+  PairMemo& m = part_memo;
+  if (m.depth >= 8 && !m.table) m.make(64);
+  m.depth++;
+  if (!zero_part_spine) zero_part_spine = new SpineVector();
+  SpineVector& sp = *zero_part_spine;
+  struct Leave {
+    PairMemo& m;
+    SpineVector& sp;
+    size_t mark;
+    ~Leave() {
+      std::fill(sp.begin() + mark, sp.end(), Value());
+      sp.resize(mark);
+      if (--m.depth == 0) m.release();
+    }
+  } leave{m, sp, sp.size()};
+  Value r;
+  for (;;) {
+    Value key = Value::real(16 + 4 * strip + part);
+    if (m.table) {
+      PairMemo::Entry* e = m.slot(src.bits, key.bits);
+      if (m.live(e)) {
+        r = e->r;
+        break;
       }
     }
-    if (!src.is_unbound())
-      return memo_pair(part_memo, src, Value::real(16 + 4 * strip + part), [&] {
-        return zero_of(forward_part(who, zero_shallow(src, strip), part));
-      });
+    Value level = zero_shallow(src, strip);
+    if (!is(level, Kind::Pair)) {  // (as forward_part takes it)
+      r = zero_of(forward_part(who, level, part));
+      break;
+    }
+    Value a = forward_part(who, car(level), part);  // (the car first: an error names the first part at fault)
+    sp.insert(sp.end(), {src, key, a});
+    Value d = cdr(level), dsrc;
+    int dstrip = 0;
+    if (!zero_of_pair(d, dsrc, dstrip)) {
+      r = forward_part(who, d, part);
+      r = zero_of(cons(a, r));
+      sp.resize(sp.size() - 3);  // (this level's value is made here: recorded below)
+      if (m.table) m.insert(src, key, r);
+      break;
+    }
+    src = dsrc;
+    strip = dstrip;
+  }
+  // the levels walked, innermost first: each the zero of (its car's part . the level below's)
+  for (size_t i = sp.size(); i > leave.mark; i -= 3) {
+    r = zero_of(cons(sp[i - 1], r));
+    if (m.table) m.insert(sp[i - 3], sp[i - 2], r);
+  }
+  return r;
+}
+
+Value forward_part(const char* who, Value v, int part) {
+  {
+    Value src;
+    int strip;
+    if (zero_of_pair(v, src, strip)) return zero_forward_part(who, src, strip, part);
   }
   v = unview(v);
   if (v.is_real()) ad_error(who, "expected a forward value", v);
