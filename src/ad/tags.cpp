@@ -144,14 +144,15 @@ Value memo_pair(PairMemo& m, Value a, Value b, F make) {
 }
 
 thread_local PairMemo plus_memo, bundle_memo, part_memo, star_j_inverse_memo;
-// plus_pairs' steps to record (below), in memory the collector scans: a step's `a` may be a pair
-// forced from a temporary lazy value, held by nothing else until its sum is recorded.
+// The steps the walks along lists (spine_walk, below) are to record in their memos, one list per
+// memo (and zero_forward_part's levels), in memory the collector scans: a step's pair may be one
+// forced from a temporary lazy value, held by nothing else until its result is recorded.
 using SpineVector = std::vector<Value, traceable_allocator<Value>>;
 thread_local SpineVector* plus_spine = nullptr;
-thread_local SpineVector* bundle_spine = nullptr;  // (the same for bundle_pairs and forward_part)
+thread_local SpineVector* bundle_spine = nullptr;
 thread_local SpineVector* part_spine = nullptr;
 thread_local SpineVector* star_j_inverse_spine = nullptr;
-thread_local SpineVector* zero_part_spine = nullptr;  // (zero_forward_part's levels)
+thread_local SpineVector* zero_part_spine = nullptr;
 
 // Pure operations on closures with an environment, the last few results made on this thread: j*
 // (bundle_raw) and the forward versions of the AD primitives (native.cpp fwd_ad). A program
@@ -820,18 +821,18 @@ Value plus_hot_list(Value h, Value l, bool h_left) {
   return head;
 }
 
-// The sum of two pairs (and, below, the bundle of two): along the cdrs in a loop, the cars
-// recursively, so that a long list is no deeper than its elements (walked recursively, a list of 17 went 9 levels past the depth where
-// the memo table starts, a hash insert a pair). Sharing is kept as memo_pair keeps it: once the
-// table is in use, each step looks its pair up and, at the end, records its sum, the suffix.
-// (plus_spine, bundle_spine: (a, b, result) of the steps to record. Scanned: `a` may be a pair plus_rest forced from
-// a temporary *j of a list, held only here while the rest is summed, which allocates; collected
-// then, its address went into the memo for a later pair to take its sum — found by a helper's
-// instrumented GC-stress build. Entries given up are cleared, not left pinned.)
-// The walk itself, for plus_pairs and bundle_pairs: from the pair of operands (a, b), each step
-// makes a cell of elem(a, b); next(a, b, na, nb) gives the next pair of operands along the cdrs,
-// and whether it is another step; if not, last(na, nb) is the rest of the list. `spine` holds
-// the steps to record.
+// A walk of two lists at once (the sum of two pairs; bundle, primal, tangent and *j-inverse of
+// pairs): along the cdrs in a loop, the cars recursively, so that a long list is no deeper than
+// its elements (walked recursively, a list of 17 went 9 levels past the depth where the memo table
+// starts, a hash insert a pair; bundled so, a list of 10^6 went 10^6 frames deep). From the pair
+// of operands (a, b), each step makes a cell of elem(a, b); next(a, b, na, nb) gives the next
+// operands along the cdrs and whether they are another step; if not, last(na, nb) is the rest of
+// the list. Sharing is kept as memo_pair keeps it: once the table is in use, each step looks its
+// operands up and, at the end, records its result, the suffix. (`spine`: (a, b, result) of the
+// steps to record, scanned: `a` may be a pair plus_rest forced from a temporary *j of a list, held
+// only there while the rest is summed, which allocates; collected then, its address went into the
+// memo for a later pair to take its sum — found by a helper's instrumented GC-stress build.
+// Entries given up are cleared, not left pinned.)
 template <class Elem, class Next, class Last>
 Value spine_walk(PairMemo& m, SpineVector*& spine, Value a, Value b, Elem elem, Next next, Last last) {
   if (m.depth >= 8 && !m.table) m.make(64);
@@ -900,16 +901,10 @@ void release_ad_tables() {
   for (PairMemo* m : {&plus_memo, &bundle_memo, &part_memo, &star_j_inverse_memo}) m->release(true);
   if (closure_cache.e) gc_free_uncollectable(closure_cache.e);
   closure_cache.e = nullptr;
-  delete plus_spine;
-  delete bundle_spine;
-  bundle_spine = nullptr;
-  delete part_spine;
-  part_spine = nullptr;
-  delete star_j_inverse_spine;
-  star_j_inverse_spine = nullptr;
-  delete zero_part_spine;
-  zero_part_spine = nullptr;
-  plus_spine = nullptr;
+  for (SpineVector** sp : {&plus_spine, &bundle_spine, &part_spine, &star_j_inverse_spine, &zero_part_spine}) {
+    delete *sp;
+    *sp = nullptr;
+  }
 }
 
 bool inert_sum(Value a, Value b, Value* r) {
@@ -1090,10 +1085,6 @@ Value forward_part(const char* who, Value v, int part);
 
 Value bundle_raw(Value p, Value t);
 
-// The bundle of two pairs, p and t: the pair of their parts' bundles; or of a pair p and the zero
-// view t of a pair (j* of a list: the parts of the zero, not the zero made). Along the cdrs in a
-// loop, as plus_pairs: bundled recursively, a closure's environment of a list of 10^6 went 10^6
-// frames deep (0.4 GB of the evaluation stack, 1.3 s for j* of a closure over it).
 // How bundle_raw takes apart the two it is given, when both are pairs or stand for pairs: 'P',
 // two pairs; 'V', *j of a pair on either side, or two zero views (remembered under the views,
 // which are the same on every way into a shared structure; their forced pairs' parts bundled);
@@ -1106,6 +1097,9 @@ char bundle_step(Value p, Value t) {
   if (is(p, Kind::Pair) && is_zero_view(t)) return 'Z';
   return 0;
 }
+// The bundle of two that bundle_step takes apart: the pair of their parts' bundles, along the
+// cdrs in a loop (spine_walk). Bundled recursively, a closure's environment of a list of 10^6
+// went 10^6 frames deep (0.4 GB of the evaluation stack, 1.3 s for j* of a closure over it).
 Value bundle_pairs(Value p, Value t) {
   // (a 'V' step's forced pairs, made by the step's element and read by its next)
   Value fx, fy;
@@ -1334,11 +1328,8 @@ Value zero_forward_part(const char* who, Value src, int strip, int part) {
     sp.insert(sp.end(), {src, key, a});
     Value d = cdr(level), dsrc;
     int dstrip = 0;
-    if (!zero_of_pair(d, dsrc, dstrip)) {
+    if (!zero_of_pair(d, dsrc, dstrip)) {  // the rest's part, at once
       r = forward_part(who, d, part);
-      r = zero_of(cons(a, r));
-      sp.resize(sp.size() - 3);  // (this level's value is made here: recorded below)
-      if (m.table) m.insert(src, key, r);
       break;
     }
     src = dsrc;
