@@ -1085,6 +1085,14 @@ Value forward_part(const char* who, Value v, int part);
 
 Value bundle_raw(Value p, Value t);
 
+// spine_walk's next for a walk of one list under one key (primal, tangent, *j-inverse of a list):
+// its cdr, while a pair.
+bool next_cdr(Value x, Value y, Value& nx, Value& ny) {
+  nx = cdr(x);
+  ny = y;
+  return is(nx, Kind::Pair);
+}
+
 // How bundle_raw takes apart the two it is given, when both are pairs or stand for pairs: 'P',
 // two pairs; 'V', *j of a pair on either side, or two zero views (remembered under the views,
 // which are the same on every way into a shared structure; their forced pairs' parts bundled);
@@ -1371,11 +1379,7 @@ Value forward_part(const char* who, Value v, int part) {
       // at fault)
       return spine_walk(
           part_memo, part_spine, v, Value::real(part), [&](Value x, Value) { return forward_part(who, car(x), part); },
-          [](Value x, Value y, Value& nx, Value& ny) {
-            nx = cdr(x);
-            ny = y;
-            return is(nx, Kind::Pair);
-          },
+          next_cdr,
           [&](Value x, Value) { return forward_part(who, x, part); });
     }
     case Kind::Closure: {
@@ -1438,11 +1442,7 @@ Value tangent_part(Value v) {
       case Kind::Pair:  // (along the cdrs in a loop, the car first, as forward_part)
         return spine_walk(
             part_memo, part_spine, v, Value::real(2), [](Value x, Value) { return tangent_part(car(x)); },
-            [](Value x, Value y, Value& nx, Value& ny) {
-              nx = cdr(x);
-              ny = y;
-              return is(nx, Kind::Pair);
-            },
+            next_cdr,
             [](Value x, Value) { return tangent_part(x); });
       case Kind::Zero: return zero_of(tangent_part(materialize_zero(v)));
       case Kind::LazyJ:
@@ -1455,31 +1455,34 @@ Value tangent_part(Value v) {
 
 // The sensitivity of x in (tangent x), given the unwrapped sensitivity t of the result.
 Value tangent_bar_raw(Value x, Value t) {
-  if (!t.is_zero_sens()) {
-    Value tf = force(unview(t));
-    if (is_tangent_fn(tf)) return as_closure(tf)->env[0];
-    Value xf = force(unview(x));
-    if (is_pair(tf) && is_pair(xf)) {  // (along the cdrs in a loop: a long list is no deeper than its elements)
-      Value head = Value::nil();
-      Pair* last = nullptr;
-      for (;;) {
-        Value cell = cons(tangent_bar_raw(car(xf), car(tf)), Value::nil());
-        if (last) last->cdr = cell;
-        else head = cell;
-        last = static_cast<Pair*>(cell.as_obj());
-        Value xd = cdr(xf), td = cdr(tf);
-        Value tdf = td.is_zero_sens() ? td : force(unview(td));
-        Value xdf = td.is_zero_sens() || is_tangent_fn(tdf) || !is_pair(tdf) ? xd : force(unview(xd));
-        if (td.is_zero_sens() || is_tangent_fn(tdf) || !is_pair(tdf) || !is_pair(xdf)) {  // (the rest as the call would take it)
-          last->cdr = tangent_bar_raw(xd, td);
-          return head;
+  // (a pair of pairs taken apart along the cdrs in a loop: a long list is no deeper than its
+  // elements; each level as the one before)
+  Value head = Value::nil();
+  Pair* last = nullptr;
+  for (;;) {
+    Value r = Value::unbound();
+    if (!t.is_zero_sens()) {
+      Value tf = force(unview(t));
+      if (is_tangent_fn(tf)) {
+        r = as_closure(tf)->env[0];
+      } else {
+        Value xf = force(unview(x));
+        if (is_pair(tf) && is_pair(xf)) {
+          Value cell = cons(tangent_bar_raw(car(xf), car(tf)), Value::nil());
+          if (last) last->cdr = cell;
+          else head = cell;
+          last = static_cast<Pair*>(cell.as_obj());
+          x = cdr(xf);
+          t = cdr(tf);
+          continue;
         }
-        xf = xdf;
-        tf = tdf;
       }
     }
+    if (r.is_unbound()) r = bundle_raw(zero_of(primal(x)), t);
+    if (!last) return r;
+    last->cdr = r;
+    return head;
   }
-  return bundle_raw(zero_of(primal(x)), t);
 }
 
 }  // namespace
@@ -1549,11 +1552,7 @@ Value star_j_inverse(Value v) {
     case Kind::Pair:  // (along the cdrs in a loop, the car first, as forward_part)
       return spine_walk(
           star_j_inverse_memo, star_j_inverse_spine, v, Value::nil(), [](Value x, Value) { return star_j_inverse(car(x)); },
-          [](Value x, Value y, Value& nx, Value& ny) {
-            nx = cdr(x);
-            ny = y;
-            return is(nx, Kind::Pair);
-          },
+          next_cdr,
           [](Value x, Value) { return star_j_inverse(x); });
     case Kind::Closure: {
       Closure* c = as_closure(v);

@@ -97,9 +97,9 @@ void collect_after_heap_limit() {
   clear_stack_below(size_t(256) << 10);
   size_t limit = heap_limit_bytes;
   if (limit) {
-    // (under 16 MiB, 4 MiB is more than a quarter: it grows to the quarter, never not at all)
-    size_t slack = std::max(limit / 16, size_t(4) << 20), heap = GC_get_heap_size();
-    if (heap + slack > limit + limit / 4) slack = limit + limit / 4 > heap ? limit + limit / 4 - heap : 0;
+    // (to at most a quarter over the limit: under 16 MiB, less than 4 MiB, but never nothing)
+    size_t heap = GC_get_heap_size(), top = limit + limit / 4;
+    size_t slack = std::min(std::max(limit / 16, size_t(4) << 20), top > heap ? top - heap : 0);
     if (slack >= (size_t(1) << 20)) {
       GC_set_max_heap_size(heap + slack);
       GC_expand_hp(slack);
