@@ -11,7 +11,7 @@ V=$B/vlad
 # its first run (VLAD_JIT_THRESHOLD=1: the most code compiled; the .vlad files also on their
 # second, below). The last line adds both passes.
 if [ -z "${VLAD_TIER:-}" ]; then
-  tp=0; tf=0
+  tp=0; tf=0; recap=""
   for tier in interpreted native; do
     echo "== $tier =="
     log=$(mktemp)
@@ -21,18 +21,22 @@ if [ -z "${VLAD_TIER:-}" ]; then
       VLAD_TIER=$tier VLAD_JIT=on VLAD_JIT_THRESHOLD=1 "$0" "$B" | tee "$log"
     fi
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+    recap+=$(grep -E '^FAILED ' "$log")$'\n'
     rm -f "$log"
     if [ -z "$line" ]; then tf=$((tf + 1)); echo "FAIL: the $tier pass gave no summary"; continue; fi
     p=${line%% passed*}; f=${line#*, }; f=${f%% failed}
     tp=$((tp + p)); tf=$((tf + f))
   done
+  # (what failed, again, last: CI keeps only the end of the output)
+  printf '%s' "$recap" | grep -v '^$'
   echo "$tp passed, $tf failed"
   [ "$tf" -eq 0 ]
   exit
 fi
 passed=0
 failed=0
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+recap=()  # (one line for each thing that failed, printed again at the end)
+fail() { echo "FAIL: $*"; recap+=("$*"); failed=$((failed + 1)); }
 pass() { passed=$((passed + 1)); }
 
 # 1. unit tests (doctest): count test cases
@@ -44,7 +48,10 @@ if [ -x "$B/unit-tests" ]; then
   if [ -z "$line" ]; then fail "unit tests did not run (exit $rc)"; printf '%s\n' "$out" | tail -20
   else
     passed=$((passed + p)); failed=$((failed + f))
-    [ "$f" != 0 ] && printf '%s\n' "$out" | grep -B2 -A8 -E 'ERROR|FATAL' | head -60
+    if [ "$f" != 0 ]; then
+      printf '%s\n' "$out" | grep -B2 -A8 -E 'ERROR|FATAL' | head -60
+      recap+=("unit tests: $(printf '%s\n' "$out" | grep -m1 -E 'ERROR|FATAL')")
+    fi
     echo "unit tests: $p passed, $f failed"
   fi
 fi
@@ -57,7 +64,10 @@ check_file() {
   if [ -z "$line" ]; then fail "$f: no summary (exit $rc)"; printf '%s\n' "$out" | tail -5; return; fi
   p=${line%% passed*}; f2=${line#*, }; f2=${f2%% failed}
   passed=$((passed + p)); failed=$((failed + f2))
-  [ "$f2" != 0 ] && printf '%s\n' "$out" | grep -v -E '^[0-9]+ passed' | head -40
+  if [ "$f2" != 0 ]; then
+    printf '%s\n' "$out" | grep -v -E '^[0-9]+ passed' | head -40
+    recap+=("$(printf '%s\n' "$out" | grep -m1 -E 'FAIL' | cut -c1-300)${VLAD_JIT_THRESHOLD:+ (JIT threshold $VLAD_JIT_THRESHOLD)}")
+  fi
   printf '%-50s %s\n' "$f" "$line"
 }
 for f in tests/vlad/*.vlad; do [ -e "$f" ] && check_file "$f"; done
@@ -110,10 +120,12 @@ for t in tests/*.sh; do
   p=$(printf '%s\n' "$out" | grep -c '^ok ')
   f=$(printf '%s\n' "$out" | grep -c '^not ok ')
   printf '%s\n' "$out" | grep -E '^(not ok |# )' | head -40
+  while IFS= read -r l; do recap+=("$t: $l"); done < <(printf '%s\n' "$out" | grep -E '^not ok ' | head -5)
   passed=$((passed + p)); failed=$((failed + f))
   printf '%-50s %s passed, %s failed\n' "$t" "$p" "$f"
 done
 
+for r in "${recap[@]}"; do echo "FAILED ($VLAD_TIER) $r"; done
 echo "$VLAD_TIER: $passed passed, $failed failed"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
