@@ -9,7 +9,8 @@
 #   (e) W4 (k-th derivative by k-fold nesting): first call and later calls, per k, forward and
 #       reverse, and the growth per level; the shared W4, W5, W6 files with their values checked;
 #   (f) the example programs;
-#   (g) the native tier: programs timed with it off (VLAD_JIT=off) and on.
+#   (g) the native tier: programs timed with it off (VLAD_JIT=off) and on;
+#   (h) the open issues' aims, each against the figures of this run that it covers.
 # Times are wall-clock times of whole processes run without --meter, the best of several runs,
 # minus the time of the same program doing everything but the measured work (its "mode 0", or
 # one call fewer). Counts come from separate `vlad --meter` runs (deterministic). Every run is
@@ -128,6 +129,7 @@ echo "    interp: the same two runs interpreted only (VLAD_JIT=off), ns/op and t
 echo "    reverse pass to the interpreter's primal (the native tier runs the primal ~8x faster, the gradient ~2-3x)."
 echo "    peers, ns/op: primal C++ 2-3, ADOL-C 2-3, R6RS-AD/Chez 16-31; gradient C++ 4-5, ADOL-C 51-82, R6RS-AD/Chez 311-2082"
 printf '  %-8s | %8s %8s | %8s %8s | %6s | %-19s | %5s %5s %5s | %7s %7s | %s\n' n "p ns/op" "p reps" "g ns/op" "g reps" "time" "interp p / g, time" "ops" steps apps "B/op" "kept/op" "peak RSS"
+AIM_W3=()  # n, primal and gradient ns/op, time ratio, interpreted time ratio, kept/op, peak RSS (the aims, (h))
 for n in 1000 10000 100000 1000000; do
   ops=$((5 * (n - 1)))
   reps_p=$(( 4000000 / ops + 1 )); reps_g=$(( 1000000 / ops + 1 ))
@@ -146,6 +148,7 @@ for n in 1000 10000 100000 1000000; do
   printf '  %-8s | %8.1f %8d | %8.1f %8d | %6.2f | %-19s | %5s %5s %5s | %7.1f %7.1f | %s MiB\n' "$n" "$pns" "$reps_p" "$gns" "$reps_g" \
     "$(calc "$gns / $pns")" "$interp" "$(ratio $o0 $o1 $o2)" "$(ratio $s0 $s1 $s2)" "$(ratio $a0 $a1 $a2)" \
     "$(calc "($b2 - $b0) / $po")" "$(calc "$ret / $po")" "$rss"
+  AIM_W3+=("$n $pns $gns $(calc "$gns / $pns") $(calc "$ig / $ip") $(calc "$ret / $po") $rss")
 done
 echo
 
@@ -158,7 +161,8 @@ tbest 5 "$W7" "10 2 300"; tg=$T; val=$VAL
 meter "$W7" "10 0 30"; o0=$OPS s0=$STEPS a0=$APPS j0=$OBJS b0=$BYTES
 meter "$W7" "10 1 30"; o1=$OPS s1=$STEPS a1=$APPS j1=$OBJS b1=$BYTES
 meter "$W7" "10 2 30"; o2=$OPS s2=$STEPS a2=$APPS j2=$OBJS b2=$BYTES
-printf '  primal %.3f s, gradient %.3f s: time ratio %.2f (aim <= 3)\n' "$(calc "$tp - $t0")" "$(calc "$tg - $t0")" "$(calc "($tg - $t0) / ($tp - $t0)")"
+AIM_W7=$(calc "($tg - $t0) / ($tp - $t0)")
+printf '  primal %.3f s, gradient %.3f s: time ratio %.2f (aim <= 3)\n' "$(calc "$tp - $t0")" "$(calc "$tg - $t0")" "$AIM_W7"
 # (objects and bytes per primitive operation of the primal, not a ratio: since the fifteenth
 # session the compiled primal allocates almost nothing, 3,700 objects for 30 evaluations)
 printf '  ratios gradient/primal: operations %s, steps %s, applications %s; gradient objects %s, bytes %s a primal operation\n' \
@@ -185,9 +189,11 @@ family() {  # LABEL FILE N
   meter "$HERE/$2" "$n 0"; o0=$OPS s0=$STEPS j0=$OBJS
   meter "$HERE/$2" "$n 1"; o1=$OPS s1=$STEPS j1=$OBJS
   meter "$HERE/$2" "$n 2"
+  AIM_FAM+=("$(calc "($tp - $t0) > 0 ? ($td - $t0) / ($tp - $t0) : 0") $(calc "($ip - $i0) > 0 ? ($id - $i0) / ($ip - $i0) : 0")")
   printf '  %-58s %7.3f %7.3f | %5.2f %6.2f | %5s %6s %7s | %s\n' "$1" "$(calc "$tp - $t0")" "$(calc "$td - $t0")" \
     "$(calc "($tp - $t0) > 0 ? ($td - $t0) / ($tp - $t0) : 0")" "$(calc "($ip - $i0) > 0 ? ($id - $i0) / ($ip - $i0) : 0")" "$(ratio $o0 $o1 $OPS)" "$(ratio $s0 $s1 $STEPS)" "$(awk -v a="$j0" -v b="$OBJS" -v o0="$o0" -v o1="$o1" 'BEGIN { if (o1 - o0 >= 1000) printf "%.2f", (b - a) / (o1 - o0); else printf "-" }')" "${val:0:30}"
 }
+AIM_FAM=()  # time ratio, with the tier and interpreted, of each family
 family "reverse 1: f of W3 (rev1_f)" rev1_f.vlad 100000
 family "reverse 2: chain x_(k+1) = 0.5 (x_k + x_k) (rev2_chain)" rev2_chain.vlad 100000
 family "reverse 3: 1000 (car p), p = (small . huge) (rev3_proj)" rev3_proj.vlad 100000
@@ -219,6 +225,7 @@ formtimes() {
   FIRST=${FIRST:-0}; LATER_ALL=${LATER_ALL:-0}
 }
 declare -A prev
+AIM_W4_GROWTH=(); AIM_W4_FIRST=0; AIM_W4_LATER=0
 for k in 1 2 3 4 5 6; do
   row="  $(printf '%-4s' "$k") |"
   for m in F R; do
@@ -228,6 +235,8 @@ for k in 1 2 3 4 5 6; do
     first=$FIRST; later=$(calc "$LATER_ALL / $reps")
     growth=-; [ -n "${prev[$m]:-}" ] && growth=$(calc "${prev[$m]} > 0 ? $later / ${prev[$m]} : 0")
     prev[$m]=$later
+    if [ $m = R ] && [ $k -ge 4 ]; then AIM_W4_GROWTH+=("$growth"); fi
+    if [ $m = R ] && [ $k -eq 6 ]; then AIM_W4_FIRST=$first; AIM_W4_LATER=$later; fi
     row="$row $(printf '%10.3f %10.4f %7s' "$first" "$later" "$(printf '%.2f' "$growth" 2>/dev/null || echo -)") |"
   done
   echo "$row"
@@ -244,9 +253,11 @@ tbest 3 "$SHARED/w4_nested.vlad" ""
 c=FAIL; [ "$ST" = ok ] && check_values "$(printf '%s' "$VAL" | nums)" "$(printf '%s\n%s\n' "$W4_WANT" "$W4_WANT")" 1e-9 && c=ok
 printf '  %-44s %9.4f  %-6s %s\n' "W4 6th derivative by nesting, F and R" "$(calc "$T - $T0")" "$c" "88 us (F) + 215 us (R); 0.71 us"
 tbest 3 "$SHARED/w5_saddle.vlad" ""
+AIM_W5=$(calc "($T - $T0) * 1000")
 c=FAIL; [ "$ST" = ok ] && check_values "$(printf '%s' "$VAL" | nums)" "$(printf '1.4272e-05\n%.0s' 1 2 3 4)" 1e-4 && c=ok
 printf '  %-44s %9.4f  %-6s %s\n' "W5 saddle point, reverse over reverse" "$(calc "$T - $T0")" "$c" "4.9 ms; 17 us"
 tbest 3 "$SHARED/w6_mlp.vlad" ""
+AIM_W6=$(calc "($T - $T0) * 1000")
 first=$(printf '%s' "$VAL" | cut -d' ' -f1)
 c=FAIL; [ "$ST" = ok ] && close_to "$first" 0.214135194754302 1e-9 && c=ok
 printf '  %-44s %9.4f  %-6s %s\n' "W6 MLP on XOR, 1000 steps (+200)" "$(calc "$T - $T0")" "$c" "78 ms; 0.62 ms  (loss after 200 steps $first)"
@@ -267,6 +278,7 @@ tier_row() {  # label file input
   tbest 3 "$2" "$3"
   if [ "$st_off" != ok ] || [ "$ST" != ok ]; then printf '  %-44s %s\n' "$1" "off $st_off, on $ST"; return; fi
   printf '  %-44s %10.4f %10.4f %8.2f\n' "$1" "$(calc "$off - $T0")" "$(calc "$T - $T0")" "$(calc "($off - $T0) / ($T - $T0)")"
+  ON_MS=$(calc "($T - $T0) * 1000")
 }
 
 tier_row "tail loop, 10^7 iterations" "$HERE/tail_loop.vlad" 10000000
@@ -275,9 +287,12 @@ tier_row "W3 primal, n = 1e5, 20 reps" "$W3" "100000 1 20"
 tier_row "W3 gradient, n = 1e4, 20 reps" "$W3" "10000 2 20"
 tier_row "W5 saddle point, reverse over reverse" "$SHARED/w5_saddle.vlad" ""
 tier_row "W6 MLP on XOR" "$SHARED/w6_mlp.vlad" ""
+AIM_PARTICLE=()
 for n in ff fr rf rr; do
   particle_file $n scheme-examples >"$TMP/particle-$n.vlad"
+  ON_MS=-
   tier_row "particle.vlad $(echo $n | tr a-z A-Z)" "$TMP/particle-$n.vlad" ""
+  AIM_PARTICLE+=("$ON_MS")
 done
 # A REPL session that redefines a hot function: the machine code of the dead definitions is released.
 {
@@ -301,5 +316,41 @@ t1=$(date +%s%N)
 gcline=$("$V" --meter "$TMP/deep-rr.vlad" 2>&1 >/dev/null | sed -n 's/^# collections: \(.*\), heap.*/\1/p')
 t2=$(date +%s%N)
 printf '  %-44s %10.3f s  collections %s\n' "gradient of gradient through 10^5 nested calls" "$(calc "($t2 - $t1) / 1e9")" "${gcline:-?}"
+echo
+
+# ---------------------------------------------------------------- (h) the aims
+# The open issues' aims (9: reverse and nested AD at the primal's speed; 10: the native tier),
+# each against what this run measured above: the range over the rows it covers, and whether
+# every one of them is within it.
+echo "(h) the issues' aims, against this run's figures (issue 9: reverse and nested AD; 10: the native tier)"
+printf '  %-62s %-6s %-22s %s\n' aim issue measured met
+aim() {  # LABEL ISSUE LIMIT VALUES...: the range of the values, and whether each is <= LIMIT
+  local label=$1 issue=$2 limit=$3; shift 3
+  printf '%s\n' "$@" | awk -v l="$label" -v i="$issue" -v lim="$limit" '
+    $1 !~ /^[0-9.]+$/ { next }  # (a figure this run did not get)
+    { c++; if (c == 1 || $1 + 0 < lo) lo = $1 + 0; if (c == 1 || $1 + 0 > hi) hi = $1 + 0; if ($1 + 0 > lim) bad = 1 }
+    END { a = sprintf("%.3g", lo); b = sprintf("%.3g", hi); r = c == 0 ? "-" : a == b ? a : a "-" b
+          printf "  %-62s %-6s %-22s %s\n", l, i, r, (c == 0 ? "?" : bad ? "no" : "yes") }'
+}
+col() { local k=$1; shift; for r in "$@"; do echo "$r" | cut -d' ' -f"$k"; done; }
+aim "W3 gradient/primal time, interpreted, n = 1e3..1e6 (<= 5)" 9 5 $(col 5 "${AIM_W3[@]}")
+aim "W3 gradient/primal time, with the tier (<= 5)" 9 5 $(col 4 "${AIM_W3[@]}")
+aim "W3 bytes kept per recorded operation (<= 150)" 9 150 $(col 6 "${AIM_W3[@]}")
+aim "W3 n = 1e6 gradient, peak resident MiB (<= 1024)" 9 1024 $(for r in "${AIM_W3[@]}"; do [ "${r%% *}" = 1000000 ] && col 7 "$r"; done)
+aim "W7 gradient/primal time (<= 3)" 9 3 "$AIM_W7"
+aim "families 1, 2, 4, 6: time ratio, interpreted (<= 5)" 9 5 $(for i in 0 1 3 5; do col 2 "${AIM_FAM[$i]}"; done)
+aim "families 1, 2, 4, 6: time ratio, with the tier (<= 5)" 9 5 $(for i in 0 1 3 5; do col 1 "${AIM_FAM[$i]}"; done)
+aim "W4 R k = 6: first call, ms (<= 2)" 9 2 "$AIM_W4_FIRST"
+aim "W4 R k = 6: a later call, ms (<= 0.3)" "9, 10" 0.3 "$AIM_W4_LATER"
+aim "W4 R: growth of a later call a level, k = 4..6 (<= 4)" 9 4 "${AIM_W4_GROWTH[@]}"
+aim "W5, ms (<= 5)" 9 5 "$AIM_W5"
+aim "W5, ms (<= 2)" 10 2 "$AIM_W5"
+aim "W6, ms (<= 80; 40)" "9, 10" 40 "$AIM_W6"
+aim "W3 primal ns/op, n = 1e3..1e6 (<= 8)" 10 8 $(col 2 "${AIM_W3[@]}")
+aim "W3 gradient ns/op, n = 1e3..1e6 (<= 60)" 10 60 $(col 3 "${AIM_W3[@]}")
+for i in 0 1 2 3; do
+  nest=(FF FR RF RR); lim=(95 66 115 82)
+  aim "particle ${nest[$i]} with the tier, ms (<= ${lim[$i]})" 10 "${lim[$i]}" "${AIM_PARTICLE[$i]:-}"
+done
 echo
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg); total bench time $(( $(date +%s) - BENCH_START )) s"
