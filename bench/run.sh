@@ -264,7 +264,8 @@ printf '  %-44s %9.4f  %-6s %s\n' "W6 MLP on XOR, 1000 steps (+200)" "$(calc "$T
 echo
 
 # ---------------------------------------------------------------- (f) examples
-echo "(f) the example programs"
+echo "(f) the example programs: one run each under --meter (its counts), start-up included; section (g) times"
+echo "    them without the meter, minus start-up, and is the one the aims (h) use"
 "$HERE/examples.sh" "$V"
 echo
 
