@@ -66,7 +66,8 @@ check_file() {
   passed=$((passed + p)); failed=$((failed + f2))
   if [ "$f2" != 0 ]; then
     printf '%s\n' "$out" | grep -v -E '^[0-9]+ passed' | head -40
-    recap+=("$(printf '%s\n' "$out" | grep -m1 -E 'FAIL' | cut -c1-300)${VLAD_JIT_THRESHOLD:+ (JIT threshold $VLAD_JIT_THRESHOLD)}")
+    first=$(printf '%s\n' "$out" | grep -m1 -E 'FAIL' | cut -c1-300)
+    recap+=("${first:-$f: $f2 failed}${VLAD_JIT_THRESHOLD:+ (JIT threshold $VLAD_JIT_THRESHOLD)}")
   fi
   printf '%-50s %s\n' "$f" "$line"
 }
