@@ -108,7 +108,8 @@ void report_error(const std::string& text) {
 
 // Runs a whole program text, printing each top-level value. Returns false on error.
 // `file` names the text in positions; `from_file`: it is that file's contents (not a REPL input).
-bool run_program(Interp& in, const std::string& text, const std::string& file, std::string& err, bool from_file) {
+// `file` is kept for good (interned, or a REPL input's name): the code's positions name it.
+bool run_program(Interp& in, const std::string& text, const char* file, std::string& err, bool from_file) {
   bool ok = true;
   begin_program(in, from_file ? file : "");
   // (a Ctrl-C that came after the last evaluation's last look at the flag, as its error was on
@@ -119,7 +120,7 @@ bool run_program(Interp& in, const std::string& text, const std::string& file, s
     run_on_big_stack(&in, [&] {
       RunOptions opt;
       opt.dir = from_file ? dir_of(file) : "";  // (-e, standard input, the REPL: no including file)
-      run_text(in, text, intern(file), opt, [](Value v, Pos pos) {
+      run_text(in, text, file, opt, [](Value v, Pos pos) {
         std::string shown;
         try {
           shown = write_string(v);  // (the whole text first: a value of 2^27 shared leaves is GBs)
@@ -150,11 +151,32 @@ const char* help_text =
     "  ,quit          leave (Ctrl-D also works)\n"
     "Ctrl-C interrupts a running evaluation.\n";
 
+// A REPL input's name, "<repl:N>", kept for the rest of the session (the positions of the code it
+// defines name it) in blocks never freed, a few bytes each. Not interned: each is new, and an
+// interned one took ~70 bytes of the table's for each line (with the history of piped lines,
+// which is never written, ~130 bytes a line: 400,000 lines of `1` grew the REPL by 53 MB).
+const char* input_name(int n) {
+  static char* block = nullptr;
+  static size_t left = 0;
+  std::string s = "<repl:" + std::to_string(n) + ">";
+  if (left < s.size() + 1) {
+    block = static_cast<char*>(malloc(size_t(16) << 10));
+    if (!block) return intern(s);
+    left = size_t(16) << 10;
+  }
+  char* p = block;
+  memcpy(p, s.c_str(), s.size() + 1);
+  block += s.size() + 1;
+  left -= s.size() + 1;
+  return p;
+}
+
 int repl(Interp& in) {
   bool tty = isatty(0);
   std::string histfile;  // (a terminal's session only: not the lines of a piped script)
   if (const char* home = getenv("HOME"); home && tty) histfile = std::string(home) + "/.vlad_history";
   using_history();
+  stifle_history(10000);  // (a long session's memory and ~/.vlad_history stay bounded)
   if (!histfile.empty()) read_history(histfile.c_str());
   if (tty) std::cout << "vlad " << VLAD_VERSION << " — ,help for help, Ctrl-D to quit" << std::endl;
   int counter = 0;
@@ -200,10 +222,10 @@ int repl(Interp& in) {
     while (!trimmed.empty() && isspace((unsigned char)trimmed.back())) trimmed.pop_back();
     trimmed.erase(0, std::min(trimmed.size(), trimmed.find_first_not_of(" \t\r\n")));
     if (trimmed.empty()) continue;
-    add_history(trimmed.c_str());
+    if (tty) add_history(trimmed.c_str());  // (piped lines: never written, kept for nothing)
     std::string src = text;
     enum { Eval, Time, Meter } mode = Eval;
-    std::string name = "<repl:" + std::to_string(++counter) + ">";  // (each input: commands too)
+    const char* name = input_name(++counter);  // (each input: commands too)
     if (trimmed[0] == ',') {  // ,COMMAND [ARGUMENT]: the argument after any blanks, lines included
       size_t end = trimmed.find_first_of(" \t\r\n");
       std::string cmd = trimmed.substr(1, end == std::string::npos ? std::string::npos : end - 1);
@@ -211,7 +233,7 @@ int repl(Interp& in) {
       std::string arg = from == std::string::npos ? "" : trimmed.substr(from);
       // A command's error, located at its comma like any other input's.
       auto command_error = [&](const std::string& msg) {
-        Pos at{intern(name), 1, 1};
+        Pos at{name, 1, 1};
         for (size_t k = 0; k < text.size() && isspace((unsigned char)text[k]); k++) {
           if (text[k] == '\n') at.line++, at.col = 1;
           else at.col++;
@@ -244,7 +266,7 @@ int repl(Interp& in) {
           continue;
         }
         std::string err;
-        if (!run_program(in, body, arg, err, true)) report_error(err);
+        if (!run_program(in, body, intern(arg), err, true)) report_error(err);
         continue;
       }
       if (cmd == "time" || cmd == "meter") {
@@ -429,7 +451,7 @@ int run_main(int argc, char** argv) {
       name = file;
     }
     std::string err;
-    bool ok = run_program(in, text, name, err, !have_expr && file != "-");
+    bool ok = run_program(in, text, intern(name), err, !have_expr && file != "-");
     if (!ok) report_error(err);
     if (meter) std::cerr << meter_report(in);
     return ok ? 0 : 1;

@@ -1228,6 +1228,41 @@ heap=$(printf '%s\n' "$OUT" | sed -n 's/^# collections: .*, heap \([0-9]*\) MiB.
 if [ $RC -eq 0 ] && [ -n "$heap" ] && [ "$heap" -lt 100 ]; then ok "repl: 40,000 small lines keep the heap small ($heap MiB)"
 else notok "repl: 40,000 small lines keep the heap small" "exit $RC, heap '$heap', stderr '$(one_line "$ERR")'"; fi
 
+# many failing lines: a form that failed skipped the collection between forms, and analysis holds
+# collections off, so the heap grew instead (20,000 lines: 184 MiB for 0.7 MiB live; now ~14)
+awk 'BEGIN { for (i = 0; i < 20000; i++) print "(car 5)"; print ",meter (+ 1 2)" }' >fail-lines.in
+IN_FILE=fail-lines.in run 120 "$V"
+heap=$(printf '%s\n' "$OUT" | sed -n 's/^# collections: .*, heap \([0-9]*\) MiB.*/\1/p')
+fails=$(printf '%s\n' "$ERR" | grep -c 'error: car: expected a pair, got 5')
+if [ $RC -eq 0 ] && [ "$fails" = 20000 ] && [ -n "$heap" ] && [ "$heap" -lt 64 ]; then ok "repl: 20,000 failing lines keep the heap small ($heap MiB)"
+else notok "repl: 20,000 failing lines keep the heap small" "exit $RC, $fails errors, heap '$heap'"; fi
+
+# a collection met a deep stack (a recursion of 500,000 calls): the collector then waited for
+# twice that stack's size of allocation before the next, however shallow the stack was by then,
+# and loops of garbage afterwards grew the heap to 228-243 MiB (~70 now)
+cat >deep-then-garbage.vlad <<'EOF2'
+(define (deepl n) (if (= n 0) '() (cons n (deepl (- n 1)))))
+(define (garbage n) (if (= n 0) 0 (begin (deepl 1000) (garbage (- n 1)))))
+(length (deepl 500000))
+(garbage 10000)
+EOF2
+run 120 "$V" --meter deep-then-garbage.vlad
+heap=$(printf '%s\n' "$ERR" | sed -n 's/^# collections: .*, heap \([0-9]*\) MiB.*/\1/p')
+if [ $RC -eq 0 ] && [ "$OUT" = "$(printf '500000\n0')" ] && [ -n "$heap" ] && [ "$heap" -lt 150 ]; then ok "after a deep recursion, garbage is collected at the live heap's pace ($heap MiB of heap)"
+else notok "after a deep recursion, garbage is collected at the live heap's pace" "exit $RC, stdout '$(one_line "$OUT")', heap '$heap'"; fi
+
+# piped lines: each was added to a history that is never written, and its name interned (~130
+# bytes a line outside the collector's heap: 200,000 lines of `1` left 39 MiB resident beside the
+# heap, ~13 now)
+awk 'BEGIN { for (i = 0; i < 200000; i++) print "1"; print ",meter (+ 1 2)" }' >ones.in
+IN_FILE=ones.in run 120 "$V"
+heap=$(printf '%s\n' "$OUT" | sed -n 's/^# collections: .*, heap \([0-9]*\) MiB.*/\1/p')
+rss=$(printf '%s\n' "$OUT" | sed -n 's/^# collections: .*, peak resident \([0-9]*\) MiB.*/\1/p')
+ones=$(printf '%s\n' "$OUT" | grep -c '^1$')
+if [ $RC -eq 0 ] && [ "$ones" = 200000 ] && [ -n "$rss" ] && [ -n "$heap" ] && [ $((rss - heap)) -lt 28 ]; then
+  ok "repl: 200,000 piped lines take little memory beside the heap ($rss MiB resident, $heap MiB heap)"
+else notok "repl: 200,000 piped lines take little memory beside the heap" "exit $RC, $ones values, resident '$rss', heap '$heap'"; fi
+
 # regression: 200,000 nested parentheses typed at the REPL crashed its input scan (stack)
 { head -c 200000 /dev/zero | tr '\0' '('; head -c 200000 /dev/zero | tr '\0' ')'; echo; echo '(+ 1 2)'; } >nest.in
 IN_FILE=nest.in run 60 "$V"

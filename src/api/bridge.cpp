@@ -120,7 +120,7 @@ bool is_symbol_name(const std::string& name) {
   // no delimiters at all (and so no nesting for the reader, which runs on the host's stack)
   if (name.empty() || name.find_first_of("()[]\";' \t\n\r\f|") != std::string::npos) return false;
   try {
-    gc_vector<TopForm> forms = read_program(name, "<name>");
+    gc_vector<TopForm> forms = read_program(name, intern("<name>"));
     return forms.size() == 1 && forms[0].form->type == Sx::Sym && !forms[0].expected && name == forms[0].form->text;
   } catch (const vlad::Error&) {
     return false;

@@ -98,7 +98,8 @@ int gc_growing = 0;  // collections in a row that found the heap growing so
 GC_on_collection_event_proc gc_host_event = nullptr;  // an embedding host's own, still called
 void on_collection(GC_EventType e) {
   if (gc_host_event) gc_host_event(e);
-  if (e != GC_EVENT_START && e != GC_EVENT_END) return;
+  if (e == GC_EVENT_START) note_collection_stack();  // (heap.cpp: the pace after a deep stack)
+  if (gc_grow <= 0 || (e != GC_EVENT_START && e != GC_EVENT_END)) return;
   GC_prof_stats_s s;
   GC_get_prof_stats_unsafe(&s, sizeof s);
   if (e == GC_EVENT_START) {
@@ -136,7 +137,7 @@ Interp::Interp() {
   current = this;
   RunOptions opt;
   opt.prelude = true;
-  run_text(*this, prelude_source, "<prelude>", opt, [](Value, Pos) {});
+  run_text(*this, prelude_source, intern("<prelude>"), opt, [](Value, Pos) {});
   // %zero-bp makes the backpropagators of comparisons and predicates: raw, like every rule's.
   mark_raw_backpropagator(static_cast<Closure*>(cell(intern("%zero-bp"), true)->value.as_obj())->lambda);
   Lambda* lrb = static_cast<Closure*>(cell(intern("%list-ref-bp"), true)->value.as_obj())->lambda;
@@ -203,10 +204,8 @@ Interp::Interp() {
     gc_floor = min;
     GC_set_min_bytes_allocd(min);
     if (const char* e = getenv("VLAD_GC_GROW")) gc_grow = atoi(e);
-    if (gc_grow > 0) {
-      gc_host_event = GC_get_on_collection_event();
-      GC_set_on_collection_event(on_collection);
-    }
+    gc_host_event = GC_get_on_collection_event();
+    GC_set_on_collection_event(on_collection);
   });
 }
 
@@ -417,17 +416,27 @@ void run_text(Interp& in, const std::string& text, const char* file, const RunOp
               const std::function<void(Value, Pos)>& on_value) {
   gc_vector<TopForm> forms = read_program(text, file);
   predefine_procedures(in, forms, opt);
-  for (const TopForm& f : forms) {
-    run_form(in, f.form, opt, on_value);
-    jit_between_forms();  // (dead bodies' machine code released: jit.cpp)
-    // The collector starts a collection only when an allocation needs memory; where a program's
-    // or a REPL's forms are small, most allocation is their analysis, which holds collections
-    // off (AnalysisScope), so the heap grew instead (40,000 lines piped to the REPL: 4
-    // collections, 420 MiB of heap for 0.3 MiB live). Past 32 MiB (or half the heap) allocated
-    // since the last one, a collection runs between forms (now 20 MiB of heap there); below,
-    // one that is due waits for the next allocation that needs memory, as before (a nested
-    // derivative's first call leaves one due, and it is cheaper later, W4).
+  // The collector starts a collection only when an allocation needs memory; where a program's
+  // or a REPL's forms are small, most allocation is their analysis, which holds collections
+  // off (AnalysisScope), so the heap grew instead (40,000 lines piped to the REPL: 4
+  // collections, 420 MiB of heap for 0.3 MiB live). Past 32 MiB (or half the heap) allocated
+  // since the last one, a collection runs between forms (now 20 MiB of heap there); below,
+  // one that is due waits for the next allocation that needs memory, as before (a nested
+  // derivative's first call leaves one due, and it is cheaper later, W4). After a form that
+  // failed too: 300,000 failing lines at the REPL, or failing eval_string calls, grew the heap
+  // to 490-650 MiB for 0.7 MiB live.
+  auto collect_if_due = [] {
     if (GC_get_bytes_since_gc() >= std::max<size_t>(size_t(32) << 20, GC_get_heap_size() / 2)) GC_collect_a_little();
+  };
+  for (const TopForm& f : forms) {
+    try {
+      run_form(in, f.form, opt, on_value);
+    } catch (...) {
+      collect_if_due();
+      throw;
+    }
+    jit_between_forms();  // (dead bodies' machine code released: jit.cpp)
+    collect_if_due();
   }
 }
 
@@ -453,7 +462,7 @@ bool mark_raw_in(Body* b, const char* name) {
 Value eval_rule_text(Prim* p, const char* src, char kind) {
   AnalysisScope analysis;
   Interp& in = *current;
-  gc_vector<TopForm> forms = read_program(src, "<rules>");
+  gc_vector<TopForm> forms = read_program(src, intern("<rules>"));
   auto tops = expand_toplevel(in, forms[0].form, true, "");
   Value v = run_toplevel(in, tops[0]);
   Lambda* lam = static_cast<Closure*>(v.as_obj())->lambda;

@@ -80,6 +80,7 @@ void set_stack_limit() {
     pthread_attr_destroy(&attr);
   }
   stack_limit = static_cast<char*>(base) + (size > (8u << 20) ? (4u << 20) : size / 4);
+  set_evaluation_stack_top(static_cast<char*>(base) + size);
 }
 
 // Evaluation stacks are mapped here so that they can use transparent huge pages: deep recursion

@@ -326,10 +326,43 @@ void release_free_lists() {
   free_lists = nullptr;
 }
 
+// ---- the pace after a collection that met a deep stack (value.hpp) ----
+namespace {
+thread_local char* evaluation_stack_top = nullptr;
+// A stack this deep adds twice as much to the allocation the collector waits for; one this
+// shallow, about nothing.
+constexpr size_t kDeepStack = size_t(32) << 20;
+constexpr size_t kShallowStack = size_t(4) << 20;
+std::atomic<bool> deep_stack_collected{false};
+
+__attribute__((noinline)) size_t stack_used() {
+  char here;
+  return evaluation_stack_top ? (size_t)(evaluation_stack_top - &here) : 0;
+}
+
+__attribute__((noinline)) void collect_after_deep_stack() {
+  // (collections held off, an analysis running: the next refill after it)
+  if (!evaluation_stack_top || stack_used() > kShallowStack || GC_is_disabled()) return;
+  deep_stack_collected.store(false, std::memory_order_relaxed);
+  GC_gcollect();
+}
+
+inline void check_deep_stack() {
+  if (__builtin_expect(deep_stack_collected.load(std::memory_order_relaxed), 0)) collect_after_deep_stack();
+}
+}  // namespace
+
+void set_evaluation_stack_top(char* top) { evaluation_stack_top = top; }
+
+void note_collection_stack() {
+  if (stack_used() >= kDeepStack) deep_stack_collected.store(true, std::memory_order_relaxed);
+}
+
 namespace {
 // gc_alloc when this thread's list for the size is empty (or holds a count, or there is none
 // yet): gc_inline.h's allocation, which refills it from the collector.
 __attribute__((noinline)) void* gc_alloc_slow(size_t bytes) {
+  check_deep_stack();
   void* p;
   GC_MALLOC_WORDS_KIND(p, (bytes + 7) / 8, my_free_lists()->normal, GC_I_NORMAL, *(void**)p = 0);
   if (!p) out_of_memory();
@@ -370,6 +403,7 @@ namespace {
 // than two free blocks are left, a block is first taken (and given back) with collections
 // allowed: the collector then collects or grows the heap as its policy says, before the batch.
 void refill_atomic(FreeLists* fl, size_t g) {
+  check_deep_stack();
   if (GC_get_free_bytes() < 2 * kBlockBytes) {
     void* block = GC_MALLOC_ATOMIC(kBlockBytes);
     if (!block) out_of_memory();

@@ -433,7 +433,7 @@ bool parse_numeral(const std::string& t, double& out) {
 }
 
 gc_vector<TopForm> read_program(const std::string& text, const char* file, bool recover) {
-  Reader r(text, intern(file));
+  Reader r(text, file);
   // A UTF-8 byte-order mark (some editors save one) is not part of the program; nor is a first
   // line starting with #! (an executable script's interpreter line).
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) r.i = 3;

@@ -29,7 +29,9 @@ struct TopForm {
   Pos error_pos;
 };
 
-// Reads every form of `text`; `file` names it in positions. Throws vlad::Error on malformed input,
+// Reads every form of `text`; `file` names it in positions, which keep the pointer: a string kept
+// for good (interned: "<prelude>" and "<rules>" are known by their interned address; or a REPL
+// input's name, repl/main.cpp, new for each input and not interned, to keep the table small). Throws vlad::Error on malformed input,
 // unless `recover` (--check, where each form is checked alone): then a form, or an answer, that
 // cannot be read is recorded in its TopForm (form () when the form itself), and reading goes on
 // after its brackets close; only brackets left open to the end of the text still throw.
