@@ -811,7 +811,9 @@ namespace {
 
 [[noreturn]] __attribute__((noinline, cold)) void interrupted(Interp* in, Pos at = Pos()) {
   in->interrupt = false;
-  throw Error("interrupted", at);
+  Error e("interrupted", at);
+  e.interrupt = true;
+  throw e;
 }
 
 [[noreturn]] __attribute__((noinline, cold)) void not_a_procedure(Value f, Value arg) {

@@ -407,7 +407,10 @@ void predefine_procedures(Interp& in, const gc_vector<TopForm>& forms, const Run
     if (!name || !seen.insert(name).second || !in.cell(name, false)->value.is_unbound()) continue;
     try {
       run_form(in, form, quiet, [](Value, Pos) {});
-    } catch (const Error&) {
+    } catch (const Error& e) {
+      // (an interrupt stops the program: taken here for a definition's error, it was lost, and
+      // the program ran on to its end)
+      if (e.interrupt) throw;
     }
   }
 }

@@ -23,6 +23,7 @@ struct Error : std::runtime_error {
   size_t trace_dropped = 0;
   long depth = 0;            // eval_depth when raised
   bool traced = false;       // trace already attached
+  bool interrupt = false;    // an interrupt (Ctrl-C): it stops the evaluation, never caught on the way
   Error(const std::string& msg, Pos p = Pos()) : std::runtime_error(msg), pos(p), depth(eval_depth) {}
   // "file:line:col: error: message"
   std::string located() const;

@@ -592,3 +592,24 @@ TEST_CASE("pointer-free objects taken in batches: a full heap is collected, not 
   INFO("heap before " << (before >> 20) << " MiB, after " << (after >> 20) << " MiB");
   CHECK(after - before < (size_t(64) << 20));
 }
+
+TEST_CASE("an interrupt while procedures are predefined stops the program") {
+  // predefine_procedures took every error of a definition it runs early, an interrupt's too: the
+  // interrupt was lost and the program ran on to its end (a helper's stress fuzzer hung on it).
+  Interp* in = nullptr;
+  run_on_big_stack(nullptr, [&] { in = new Interp(); });
+  std::string error;
+  bool printed = false;
+  run_on_big_stack(in, [&] {
+    in->interrupt = true;  // as if Ctrl-C came while the first definition is made
+    try {
+      run_text(*in, "(define (f x) x) (define (g x) x) (+ 1 2)", intern("<test>"), RunOptions(),
+               [&](Value, Pos) { printed = true; });
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    in->interrupt = false;
+  });
+  CHECK(error == "interrupted");
+  CHECK(!printed);
+}
