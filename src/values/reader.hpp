@@ -31,8 +31,8 @@ struct TopForm {
 
 // Reads every form of `text`; `file` names it in positions, which keep the pointer: a string kept
 // for good (interned: "<prelude>" and "<rules>" are known by their interned address; or a REPL
-// input's name, repl/main.cpp, new for each input and not interned, to keep the table small). Throws vlad::Error on malformed input,
-// unless `recover` (--check, where each form is checked alone): then a form, or an answer, that
+// input's name, repl/main.cpp, new for each input and not interned, to keep the table small).
+// Throws vlad::Error on malformed input, unless `recover` (--check, where each form is checked alone): then a form, or an answer, that
 // cannot be read is recorded in its TopForm (form () when the form itself), and reading goes on
 // after its brackets close; only brackets left open to the end of the text still throw.
 gc_vector<TopForm> read_program(const std::string& text, const char* file, bool recover = false);
