@@ -133,6 +133,9 @@ struct HotSum : Obj { Value a, b, built; };
 // of an object keep it alive, so a 16-byte pair takes 16 bytes (all-interior-pointers would add a
 // byte to every object, doubling the small ones).
 void gc_init();
+// Whether the collector scans the data segment of the loaded library at `path` for roots: not those
+// of the system's libraries (libc, libstdc++, libedit ...), which hold no pointer into our heap.
+bool gc_scans_library_data(const char* path);
 void* gc_alloc(size_t bytes);
 void* gc_alloc_atomic(size_t bytes);
 // Memory the collector scans but never frees (roots: global cells, primitives, host handles).

@@ -593,6 +593,30 @@ TEST_CASE("pointer-free objects taken in batches: a full heap is collected, not 
   CHECK(after - before < (size_t(64) << 20));
 }
 
+TEST_CASE("the collector skips the system libraries' data, not the program's or a host's") {
+  CHECK(!gc_scans_library_data("/lib/x86_64-linux-gnu/libc.so.6"));
+  CHECK(!gc_scans_library_data("/lib/x86_64-linux-gnu/libstdc++.so.6"));
+  CHECK(!gc_scans_library_data("/lib/x86_64-linux-gnu/libedit.so.2"));
+  CHECK(!gc_scans_library_data("/lib64/ld-linux-x86-64.so.2"));
+  CHECK(gc_scans_library_data(""));  // the executable itself
+  CHECK(gc_scans_library_data(nullptr));
+  CHECK(gc_scans_library_data("/lib/x86_64-linux-gnu/libgc.so.1"));
+  CHECK(gc_scans_library_data("/opt/host/lib/libvlad.so"));
+  CHECK(gc_scans_library_data("/opt/host/lib/libcalc.so"));  // (not libc.so: the whole prefix)
+  // A value held only by the executable's static data survives collections.
+  interp();
+  static Value held;
+  held = cons(Value::real(1), Value::real(2));
+  for (int i = 0; i < 3; i++) {
+    for (int k = 0; k < 200000; k++) (void)cons(Value::real(k), Value::nil());
+    GC_gcollect();
+  }
+  REQUIRE(held.is_obj());
+  CHECK(car(held).as_real() == 1);
+  CHECK(cdr(held).as_real() == 2);
+  held = Value::nil();
+}
+
 TEST_CASE("an interrupt while procedures are predefined stops the program") {
   // predefine_procedures took every error of a definition it runs early, an interrupt's too: the
   // interrupt was lost and the program ran on to its end (a helper's stress fuzzer hung on it).
