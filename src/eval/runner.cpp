@@ -228,7 +228,10 @@ Worker* start_worker() {
     rc = pthread_create(&w->thread, &attr, worker_main, w);  // GC_pthread_create via gc.h
   }
   pthread_attr_destroy(&attr);
-  if (rc == 0) return w;
+  if (rc == 0) {
+    pthread_setname_np(w->thread, "vlad-eval");  // (as perf and top -H show it)
+    return w;
+  }
   if (w->stack) munmap(w->stack, w->size);
   delete w;
   return nullptr;

@@ -128,6 +128,7 @@ void on_heap_resize(GC_word size) {  // (the collector's lock is held: no alloca
 
 void prefault_main(GC_word start_size) {
   in_prefaulter = true;
+  pthread_setname_np(pthread_self(), "vlad-prefault");
   Prefaulter* p = prefaulter;
   std::vector<Range> before, now, fresh;
   anonymous_mappings(before);
