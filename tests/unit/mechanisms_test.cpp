@@ -567,6 +567,13 @@ TEST_CASE("the meter's retained bytes: an object at the address of one measured 
       found = again.as_obj() == old;
     }
   }
+  if (!found && gc_stress_period() > 0) {
+    // (under GC stress every few allocations collect and drop the free lists: the address does
+    // not come back within the search, so there is nothing to check here)
+    MESSAGE("GC stress: no pair was given the freed pair's address; not checked");
+    GC_FREE(link);
+    return;
+  }
   REQUIRE(found);
   uint64_t saved = work.retained_peak;
   work.retained_peak = 0;
