@@ -178,6 +178,10 @@ Native2 fwd_binary_form();
 // for any other primitive.
 using UnaryFn = double (*)(double);
 UnaryFn unary_arith_fn(Prim* p);
+// For sin and cos: y = (p x), and *d = its derivative at x, from one sincos call (the bits sin
+// and cos give); null for any other primitive. A reverse node of sin or cos holds d as its x2.
+using UnaryDFn = double (*)(double, double*);
+UnaryDFn unary_with_derivative_fn(Prim* p);
 // The native1 form of a unary arithmetic primitive's forward rule (a bundle of reals), which
 // native code calls directly.
 using Native1 = Value (*)(Closure*, Value);

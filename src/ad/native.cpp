@@ -84,6 +84,23 @@ void unary_derivative(NativeOp op, double x, double& d) {
   }
 }
 
+// sin and cos with their derivatives, from one sincos call (its two results are the bits sin
+// and cos give, checked on 12 M arguments and the special values): a reverse node of either keeps
+// the derivative, so that its backward pass computes no second function; a forward rule gets both
+// at once. counted_derivative counts what unary_derivative counts for them.
+inline bool has_sincos(NativeOp op) { return op == N_SIN || op == N_COS; }
+inline double sincos_parts(NativeOp op, double x, double& d) {
+  double s, c;
+  sincos(x, &s, &c);
+  d = op == N_SIN ? c : -s;
+  return op == N_SIN ? s : c;
+}
+inline void counted_derivative(NativeOp op) {
+  const Ids& I = ids();
+  if (op == N_SIN) count(I.cos_);
+  else { count(I.sub); count(I.sin_); }
+}
+
 // The partial derivatives of a binary primitive (general rules: prims.cpp `binary(...)`).
 void binary_partials(NativeOp op, double x1, double x2, double& d1, double& d2) {
   const Ids& I = ids();
@@ -168,8 +185,14 @@ inline double arith2(Prim* p, NativeOp op, double x1, double x2) {
 // bundle (x dx), its operations counted.
 void fwd_unary_parts(Prim* p, NativeOp op, double x, double dx, double& y, double& t) {
   double d;
-  y = arith1(p, op, x);
-  unary_derivative(op, x, d);
+  if (has_sincos(op)) {
+    count(p->id);
+    y = sincos_parts(op, x, d);
+    counted_derivative(op);
+  } else {
+    y = arith1(p, op, x);
+    unary_derivative(op, x, d);
+  }
   count(ids().mul);
   t = d * dx;
 }
@@ -581,13 +604,19 @@ bool rev_unary_s(Closure* c, Value v, Value* out) {
   double x;
   if (!plain_reverse(v, x)) return false;
   Prim* p = prim_of(c);
-  Value y = Value::real(arith1(p, op_of(p), x));
+  NativeOp op = op_of(p);
   if (is_const_leaf(v)) {  // nothing to record
-    out[0] = const_leaf(y.as_real());
+    out[0] = const_leaf(arith1(p, op, x));
     out[1] = kConstRealView;
     return true;
   }
-  out[0] = make_node(p, y.as_real(), 1, x, 0);
+  if (has_sincos(op)) {  // the node of sin or cos holds its derivative too (has_sincos)
+    count(p->id);
+    double d, y = sincos_parts(op, x, d);
+    out[0] = make_node(p, y, 2, x, d);
+  } else {
+    out[0] = make_node(p, arith1(p, op, x), 1, x, 0);
+  }
   out[1] = view_of(out[0], kViewBpNode);
   return true;
 }
@@ -1529,13 +1558,36 @@ UnaryFn unary_arith_fn(Prim* p) {
   return p->cls == PrimClass::Arith && p->arity == 1 ? unary_fn_of(native_op_of(p->name)) : nullptr;
 }
 Native1 fwd_unary_form() { return fwd_unary; }
+namespace {
+// (native code boxes d without a check: a NaN made canonical here, as Value::real makes it)
+double sin_with_derivative(double x, double* d) {
+  double y = sincos_parts(N_SIN, x, *d);
+  *d = Value::real(*d).as_real();
+  return y;
+}
+double cos_with_derivative(double x, double* d) {
+  double y = sincos_parts(N_COS, x, *d);
+  *d = Value::real(*d).as_real();
+  return y;
+}
+}  // namespace
+UnaryDFn unary_with_derivative_fn(Prim* p) {
+  if (p->cls != PrimClass::Arith || p->arity != 1) return nullptr;
+  NativeOp op = native_op_of(p->name);
+  return op == N_SIN ? sin_with_derivative : op == N_COS ? cos_with_derivative : nullptr;
+}
 
 uint64_t unary_node_bar(const RevNode* n, double y) {
   Interp* in = current;
   NativeOp op = op_of(in->prims[n->aux - 1]);
   if (node_args(op) != 1) return 0;
   double d;  // back_node_op's unary case, without its result pair
-  unary_derivative(op, n->x1.as_real(), d);
+  if (has_sincos(op)) {  // (kept by the node: rev_unary_s, jit.cpp emit_unary_split)
+    d = n->x2.as_real();
+    counted_derivative(op);
+  } else {
+    unary_derivative(op, n->x1.as_real(), d);
+  }
   in->meter[ids().mul]++;
   return Value::real(d * y).bits;
 }
@@ -2243,7 +2295,14 @@ bool back_view(Value bp, Value y, Value* out, bool three) {
       double yr;
       if (!plain_real(y, yr)) return false;
       RevNode* n = static_cast<RevNode*>(o);
-      if (three && node_args(op_of(current->prims[n->aux - 1])) == 1) three = false;
+      NativeOp op = op_of(current->prims[n->aux - 1]);
+      if (three && node_args(op) == 1) three = false;
+      if (has_sincos(op)) {  // (the node keeps the derivative: unary_node_bar)
+        counted_derivative(op);
+        count(ids().mul);
+        result(out, Value::real(n->x2.as_real() * yr));
+        break;
+      }
       if (!back_node(current->prims[n->aux - 1], n, yr, out, three)) return false;
       if (three) return true;
       break;

@@ -1882,6 +1882,22 @@ struct Emitter {
     }
     load(xr::rcx, ip->b);
     rev_real(xr::rcx, xr::xmm0, xr::r10, other);  // (clobbers rdx: the lambda is not needed now)
+    if (UnaryDFn fd = unary_with_derivative_fn(p)) {
+      // sin, cos: the node also holds the derivative, as x2 (rev_unary_s); a constant leaf not
+      a.sub(xr::rsp, 32);
+      a.movsd(xr::qword_ptr(xr::rsp), xr::xmm0);
+      a.mov(xr::qword_ptr(xr::rsp, 8), xr::r10);
+      a.lea(xr::rdi, xr::qword_ptr(xr::rsp, 16));
+      call((const void*)fd);
+      a.add(xr::qword_ptr(kMeter, p->id * 8), 1);
+      a.movsd(xr::xmm1, xr::qword_ptr(xr::rsp));
+      a.movsd(xr::xmm2, xr::qword_ptr(xr::rsp, 16));
+      a.mov(xr::r10, xr::qword_ptr(xr::rsp, 8));
+      a.add(xr::rsp, 32);
+      a.test(xr::r10d, xr::r10d);
+      a.jnz(leaf);
+      emit_reverse_object(p->id + 1, 2);
+    } else {
     a.sub(xr::rsp, 16);
     a.movsd(xr::qword_ptr(xr::rsp), xr::xmm0);
     a.mov(xr::qword_ptr(xr::rsp, 8), xr::r10);
@@ -1900,6 +1916,7 @@ struct Emitter {
     a.test(xr::r10d, xr::r10d);
     a.jnz(leaf);
     emit_reverse_object(p->id + 1, 1);
+    }
     put(ip, 1, xr::rax);
     a.or_(xr::rax, (int32_t)kViewBpNode);
     put(ip, 2, xr::rax);
