@@ -181,6 +181,7 @@ int repl(Interp& in) {
   if (tty) std::cout << "vlad " << VLAD_VERSION << " — ,help for help, Ctrl-D to quit" << std::endl;
   int counter = 0;
   for (;;) {
+    release_grown_heap();  // (the last input's garbage, if it grew the heap: heap.cpp)
     std::string text;
     const char* prompt = "vlad> ";
     bool dropped = false;

@@ -961,6 +961,22 @@ done
 run 120 "$V" --heap-limit 1G heap.vlad
 if [ $RC -eq 0 ] && printf '%s' "$OUT" | grep -qE '^-?[0-9]'; then ok "--heap-limit: under it the same gradient completes"
 else notok "--heap-limit: under it the same gradient completes" "exit $RC, stdout '$(one_line "$OUT")', stderr '$(one_line "$ERR")'"; fi
+# a grown heap goes back to the system between the REPL's inputs: a gradient through a 10^6-step
+# loop grows the process to ~450 MB; once its value is printed (and the next input read), the
+# process is back under 150 MB (it stayed at the peak before: the collector keeps a grown heap)
+mkfifo "$TMP/release.in"
+"$V" <"$TMP/release.in" >"$TMP/release.out" 2>&1 &
+rpid=$!
+exec 7>"$TMP/release.in"
+printf '(define (f xs) (let loop ((xs xs) (acc 0)) (if (null? xs) acc (loop (cdr xs) (+ acc (* (car xs) (car xs)))))))\n' >&7
+printf '(length ((gradient f) (map-n (lambda (i) (* 0.001 i)) 1000000)))\n(+ 1 2)\n' >&7
+for i in $(seq 1200); do grep -q '^3$' "$TMP/release.out" && break; sleep 0.05; done
+rss=$(awk '/^VmRSS/ {print $2}' /proc/$rpid/status 2>/dev/null); hwm=$(awk '/^VmHWM/ {print $2}' /proc/$rpid/status 2>/dev/null)
+exec 7>&-
+wait $rpid
+if [ "$(cat "$TMP/release.out")" = "$(printf '1000000\n3')" ] && [ "${hwm:-0}" -gt 300000 ] && [ "${rss:-999999}" -lt 150000 ]; then
+  ok "repl: a grown heap goes back to the system between inputs (peak ${hwm} KB, then ${rss} KB)"
+else notok "repl: a grown heap goes back to the system between inputs" "peak '${hwm:-}' KB, then '${rss:-}' KB, output '$(one_line "$(cat "$TMP/release.out")")'"; fi
 # a non-tail recursion 10^6 deep with little live: the evaluation stack, mapped between two heap
 # sections, had its self-pointers black-listed as heap addresses until every new section was
 # black-listed whole, and the heap grew to the limit: "heap limit exceeded" (every run without

@@ -109,6 +109,29 @@ void collect_after_heap_limit() {
   if (limit) GC_set_max_heap_size(limit);
 }
 
+// An evaluation that built a large structure and let it go (a reverse pass over 10^6 steps:
+// ~600 MiB of heap) left the REPL's process that large for the rest of the session, since the
+// collector keeps a grown heap. Called while no evaluation runs; at most one collection per
+// kReleaseStep of growth, so that a session holding a large value does not collect at every line.
+bool release_grown_heap() {
+  static std::atomic<size_t> baseline{0};  // the heap after the last release (unmapped pages not counted)
+  static std::atomic<bool> again{false};
+  size_t base = baseline.load(std::memory_order_relaxed);
+  bool retry = again.load(std::memory_order_relaxed);
+  if (!retry && GC_get_heap_size() < base + kReleaseStep) return false;
+  // (the collector unmaps a block only once it has stayed free since the collection before
+  // last: two collections first, then the one that unmaps)
+  GC_gcollect();
+  GC_gcollect();
+  GC_gcollect_and_unmap();
+  size_t now = GC_get_heap_size();
+  // Still grown: stale words of the evaluation just ended can hold its data until the next one
+  // runs on the same thread (docs/embedding.md); once more after the next input, then not.
+  again.store(!retry && now >= base + kReleaseStep, std::memory_order_relaxed);
+  baseline.store(now, std::memory_order_relaxed);
+  return true;
+}
+
 static void start_gc_stress_thread();
 
 // The data segments of the system's libraries, which hold no pointer into our heap (the values

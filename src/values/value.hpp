@@ -169,6 +169,11 @@ void uncovered_ranges(const std::vector<Range>& before, const std::vector<Range>
 void set_heap_limit(size_t bytes);
 size_t heap_limit();
 [[noreturn]] void heap_exhausted();
+// Between a REPL's inputs: once the heap has grown by kReleaseStep or more since the last time,
+// a full collection that gives the free blocks' pages back to the system (they stay reserved and
+// are mapped again when needed). True when it collected.
+constexpr size_t kReleaseStep = size_t(64) << 20;
+bool release_grown_heap();
 // A collection that meets an evaluation thread's stack deep (a recursion of 10^6 calls: hundreds
 // of MiB) makes the collector wait for about twice that much allocation before the next, however
 // shallow the stack is by then (it paces collections by the live heap plus twice the stacks it
