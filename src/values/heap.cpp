@@ -664,12 +664,81 @@ uint64_t reachable_bytes(Value root) {
   return bytes;
 }
 
-const char* intern(const std::string& s) {
-  static std::mutex mu;
-  static std::unordered_set<std::string>* table = new std::unordered_set<std::string>();
-  std::lock_guard<std::mutex> lock(mu);
-  return table->insert(s).first->c_str();
+// The intern table: open addressing over pointers to the strings, each kept once (its length in
+// the four bytes before it) in blocks that are never freed, outside the collector's heap. Looked
+// up by pointer and length: no std::string is made for a name already there (the reader interns
+// every symbol it reads, and the transforms every variable they rename).
+namespace {
+struct InternTable {
+  std::mutex mu;
+  const char** slots = nullptr;
+  size_t mask = 0, count = 0;
+  char* block = nullptr;
+  size_t block_left = 0;
+
+  static uint64_t hash(const char* s, size_t n) {
+    uint64_t h = 1469598103934665603ull ^ n;  // (FNV-1a)
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h ^ (h >> 29);
+  }
+  static uint32_t length(const char* p) {
+    uint32_t n;
+    memcpy(&n, p - 4, 4);
+    return n;
+  }
+  const char* keep(const char* s, size_t n) {
+    size_t need = (n + 4 + 1 + 7) & ~size_t(7);
+    if (need > block_left) {
+      size_t size = std::max(need, size_t(64) << 10);
+      block = static_cast<char*>(malloc(size));
+      if (!block) throw std::bad_alloc();
+      block_left = size;
+    }
+    uint32_t n32 = (uint32_t)n;
+    memcpy(block, &n32, 4);
+    memcpy(block + 4, s, n);
+    block[4 + n] = 0;
+    const char* p = block + 4;
+    block += need;
+    block_left -= need;
+    return p;
+  }
+  void grow() {
+    size_t size = slots ? (mask + 1) * 2 : 4096;
+    const char** fresh = static_cast<const char**>(calloc(size, sizeof(const char*)));
+    if (!fresh) throw std::bad_alloc();
+    for (size_t i = 0; slots && i <= mask; i++)
+      if (const char* p = slots[i]) {
+        size_t j = hash(p, length(p)) & (size - 1);
+        while (fresh[j]) j = (j + 1) & (size - 1);
+        fresh[j] = p;
+      }
+    free(slots);
+    slots = fresh;
+    mask = size - 1;
+  }
+  const char* intern(const char* s, size_t n) {
+    if (n > UINT32_MAX) throw std::bad_alloc();
+    uint64_t h = hash(s, n);
+    std::lock_guard<std::mutex> lock(mu);
+    if ((count + 1) * 2 > mask + 1) grow();
+    size_t i = h & mask;
+    for (const char* p; (p = slots[i]); i = (i + 1) & mask)
+      if (length(p) == n && memcmp(p, s, n) == 0) return p;
+    slots[i] = keep(s, n);
+    count++;
+    return slots[i];
+  }
+};
+InternTable* intern_table() {
+  static InternTable* table = new InternTable();  // (never destroyed: names outlive everything)
+  return table;
 }
+}  // namespace
+
+const char* intern(const char* s, size_t n) { return intern_table()->intern(s, n); }
+const char* intern(const char* s) { return intern_table()->intern(s, strlen(s)); }
+const char* intern(const std::string& s) { return intern_table()->intern(s.data(), s.size()); }
 
 std::string pos_string(Pos p) {
   if (!p.file) return "?";

@@ -213,6 +213,9 @@ struct Reader {
 
   // Decimal numeral: [+-] digits [. digits] [e [+-] digits], at least one digit; or +inf -inf +nan.
   static bool parse_decimal(const std::string& s, double& out) {
+    if (s.empty()) return false;
+    char c0 = s[0];
+    if (c0 != '+' && c0 != '-' && c0 != '.' && !isdigit((unsigned char)c0)) return false;  // (a name)
     if (s == "+inf" || s == "+inf.0") { out = INFINITY; return true; }
     if (s == "-inf" || s == "-inf.0") { out = -INFINITY; return true; }
     if (s == "+nan" || s == "+nan.0" || s == "-nan") { out = NAN; return true; }
@@ -284,7 +287,9 @@ struct Reader {
       return s;
     }
     if (looks_numeric(t)) fail("bad numeral " + t, p);
-    return sx_sym(t.c_str(), p);
+    Sx* sym = sx_new(Sx::Sym, p);
+    sym->text = intern(t.data(), t.size());
+    return sym;
   }
 
   Sx* read_string() {
@@ -378,7 +383,8 @@ struct Reader {
       }
       Pos ep = pos();
       Sx* item = read_datum();
-      if (sx_is_sym(item, intern("===>"))) {
+      static const char* const annotation = intern("===>");
+      if (sx_is_sym(item, annotation)) {
         // an annotation inside a list: skip the annotated answer too
         skip();
         if (!eof() && peek() != ')' && peek() != ']') read_datum();

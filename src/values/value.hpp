@@ -281,5 +281,7 @@ using gc_vector = std::vector<T, gc_allocator<T>>;
 
 // Interned symbols for the reader and expander (not VLAD values).
 const char* intern(const std::string& s);
+const char* intern(const char* s);
+const char* intern(const char* s, size_t n);
 
 }  // namespace vlad
