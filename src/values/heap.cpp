@@ -71,9 +71,13 @@ Error heap_limit_error() {
 
 [[noreturn]] void heap_exhausted() { throw heap_limit_error(); }
 
+// The heap's size as the collector's limit counts it: with the blocks it has given back to the
+// system (GC_get_heap_size leaves them out), which it maps again before it grows.
+static size_t mapped_heap_size() { return GC_get_heap_size() + GC_get_unmapped_bytes(); }
+
 Error memory_error() {
   // (a C++ container on the collector's heap, gc_allocator, throws std::bad_alloc at the limit)
-  if (GC_get_heap_size() + (64u << 20) >= heap_limit_bytes) return heap_limit_error();
+  if (mapped_heap_size() + (64u << 20) >= heap_limit_bytes) return heap_limit_error();
   return Error("out of memory");
 }
 
@@ -98,7 +102,7 @@ void collect_after_heap_limit() {
   size_t limit = heap_limit_bytes;
   if (limit) {
     // (to at most a quarter over the limit: under 16 MiB, less than 4 MiB, but never nothing)
-    size_t heap = GC_get_heap_size(), top = limit + limit / 4;
+    size_t heap = mapped_heap_size(), top = limit + limit / 4;
     size_t slack = std::min(std::max(limit / 16, size_t(4) << 20), top > heap ? top - heap : 0);
     if (slack >= (size_t(1) << 20)) {
       GC_set_max_heap_size(heap + slack);
@@ -119,6 +123,11 @@ bool release_grown_heap() {
   size_t base = baseline.load(std::memory_order_relaxed);
   bool retry = again.load(std::memory_order_relaxed);
   if (!retry && GC_get_heap_size() < base + kReleaseStep) return false;
+  // After an evaluation stopped at the heap limit, the next one's collect_after_heap_limit grows
+  // the heap a little and collects first (the failed evaluation's stale words then gone); a
+  // release now collected while they held its data (the next input then failed at the limit
+  // too, 1 time in 10). The release comes after that input instead.
+  if (heap_was_exhausted.load(std::memory_order_relaxed)) return false;
   // (the collector unmaps a block only once it has stayed free since the collection before
   // last: two collections first, then the one that unmaps)
   GC_gcollect();
