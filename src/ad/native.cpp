@@ -1309,9 +1309,9 @@ bool rr_bp_back(Closure* k, Value ys, Value* out) {
 // The backpropagator lambda shared by comparisons and predicates: the inner lambda of the
 // prelude's %zero-bp, (lambda (ys) (sensitize (cons '() (%rzero xr)))).
 Lambda* zero_bp_lambda() {
-  Cell* c = current->cell(intern("%zero-bp"), true);
-  if (!is(c->value, Kind::Closure)) throw Error("internal error: the prelude has no %zero-bp");
-  Lambda* outer = static_cast<Closure*>(c->value.as_obj())->lambda;
+  Value z = current->prelude_value("%zero-bp");
+  if (!is(z, Kind::Closure)) throw Error("internal error: the prelude has no %zero-bp");
+  Lambda* outer = static_cast<Closure*>(z.as_obj())->lambda;
   Lambda* bp = find_bp(outer->body);
   if (!bp) throw Error("internal error: %zero-bp makes no closure");
   compute_free_variables(outer);

@@ -328,9 +328,12 @@ Root* eval_file(Session* s, const std::string& path) {
 Root* read_global(Session* s, const std::string& name) {
   return guarded([&] {
     auto it = s->in->user_cells.find(intern(name));
-    if (it == s->in->user_cells.end() || it->second->value.is_unbound())
-      throw vlad::Error("unbound variable " + name);
-    return new_root(it->second->value);
+    if (it == s->in->user_cells.end()) throw vlad::Error("unbound variable " + name);
+    Cell* c = it->second;
+    // a prelude name not read yet: its definition read and run now, as an evaluation
+    if (c->value.is_unbound() && s->in->lazy_user.count(c)) return evaluate(s, [&] { return s->in->force_cell(c); });
+    if (c->value.is_unbound()) throw vlad::Error("unbound variable " + name);
+    return new_root(c->value);
   });
 }
 
@@ -356,7 +359,7 @@ Root* call_library(Session* s, const char* op, const Root* f, const Root* arg) {
   return guarded([&] {
     check_owner(s, value_of(f), op);
     return evaluate(s, [&] {
-      vlad::Value library = s->in->prelude_cells.at(intern(op))->value;
+      vlad::Value library = s->in->prelude_value(op);
       return apply(apply(library, value_of(f)), value_of(arg));
     });
   });

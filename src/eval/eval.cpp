@@ -160,7 +160,7 @@ bool matches_constant(Value v, Value k) {
 
 Value global_value(Binding* b) {
   Value v = b->cell->value;
-  if (v.is_unbound()) unbound_error(b);
+  if (v.is_unbound() && (v = current->force_cell(b->cell)).is_unbound()) unbound_error(b);
   if (!*b->xf) return v;
   if (v == b->cache_in) return b->cache_out;
   Value t = v;
@@ -1247,7 +1247,7 @@ Value raw_apply(Value t, Value y, Pos pos, Value* out, const char* xf) {
     Lambda* entry = lam->raw_variant ? lam->raw_variant : lam->raw_bp ? lam : nullptr;
     if (entry) return apply_core(t, y, pos, out, entry);
   }
-  Value helper = current->cell(intern("%backcall"), true)->value;
+  Value helper = current->prelude_value("%backcall");
   for (const char* p = xf; *p; p++) helper = transform_value(helper, *p);
   return apply_core(helper, cons(t, y), pos, out);
 }

@@ -292,6 +292,7 @@ struct Expander {
 
   Var* global_ref(const char* name, Body* out, Pos pos) {
     Cell* c = in.cell(name, prelude);
+    if (c->value.is_unbound()) in.force_cell(c);  // (a prelude definition not read yet: now)
     // (a builtin is constant; a host primitive, which the host may register again, is not)
     if (prelude && c->value.is_obj() && kind_of(c->value) == Kind::Prim &&
         static_cast<Prim*>(c->value.as_obj())->cls != PrimClass::Host)

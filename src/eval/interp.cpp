@@ -115,6 +115,106 @@ void on_collection(GC_EventType e) {
 }
 }  // namespace
 
+namespace {
+// The prelude's top-level forms, each a definition: its text's range and first line, by the cell
+// of the name it defines (Interp::lazy_definitions). A form that is not a definition of a name
+// is run at once. (The prelude's own text: parentheses, strings and ; comments are all it has.)
+void scan_prelude(Interp& in) {
+  const char* src = prelude_source;
+  size_t n = strlen(src), i = 0;
+  int line = 1;
+  auto skip_space = [&] {
+    while (i < n) {
+      if (src[i] == '\n') line++, i++;
+      else if (isspace((unsigned char)src[i])) i++;
+      else if (src[i] == ';') while (i < n && src[i] != '\n') i++;
+      else break;
+    }
+  };
+  for (;;) {
+    skip_space();
+    if (i >= n) break;
+    if (src[i] != '(') throw Error("internal error: the prelude has a top-level form that is not a list");
+    size_t begin = i;
+    int first_line = line, depth = 0;
+    do {
+      char c = src[i];
+      if (c == '\n') line++;
+      if (c == '(' || c == '[') depth++;
+      else if (c == ')' || c == ']') depth--;
+      else if (c == ';') {
+        while (i + 1 < n && src[i + 1] != '\n') i++;
+      } else if (c == '"') {
+        for (i++; i < n && src[i] != '"'; i++) {
+          if (src[i] == '\\') i++;
+          else if (src[i] == '\n') line++;
+        }
+      }
+      i++;
+    } while (i < n && depth > 0);
+    // (define NAME ...), (define (NAME ...) ...) or curried (define ((NAME ...) ...) ...)
+    std::string name;
+    if (strncmp(src + begin, "(define", 7) == 0 && isspace((unsigned char)src[begin + 7])) {
+      size_t k = begin + 7;
+      while (k < i && (isspace((unsigned char)src[k]) || src[k] == '(')) k++;
+      size_t e = k;
+      while (e < i && !isspace((unsigned char)src[e]) && src[e] != '(' && src[e] != ')') e++;
+      name.assign(src + k, e - k);
+    }
+    if (name.empty()) {
+      RunOptions opt;
+      opt.prelude = true;
+      run_text(in, std::string(first_line - 1, '\n') + std::string(src + begin, i - begin), intern("<prelude>"), opt,
+               [](Value, Pos) {});
+      continue;
+    }
+    Interp::LazyDefinition d;
+    d.begin = (uint32_t)begin;
+    d.end = (uint32_t)i;
+    d.line = first_line;
+    in.lazy_prelude[in.cell(intern(name), true)] = (uint32_t)in.lazy_definitions.size();  // (a later one wins)
+    in.lazy_definitions.push_back(d);
+  }
+}
+}  // namespace
+
+Value Interp::force_cell(Cell* c) {
+  if (!c->value.is_unbound()) return c->value;
+  auto u = lazy_user.find(c);
+  if (u != lazy_user.end()) {
+    Cell* p = u->second;
+    Value v = force_cell(p);
+    if (c->value.is_unbound() && !v.is_unbound()) {  // (the program may have defined it meanwhile)
+      c->value = v;
+      user_cell_written(c);
+    }
+    if (!c->value.is_unbound()) lazy_user.erase(c);
+    return c->value;
+  }
+  auto it = lazy_prelude.find(c);
+  if (it == lazy_prelude.end() || lazy_definitions[it->second].loading) return c->value;  // (its own definition names it)
+  LazyDefinition& d = lazy_definitions[it->second];  // (the vector is complete: the reference stays)
+  struct Loading {
+    LazyDefinition& d;
+    ~Loading() { d.loading = false; }
+  } loading{d};
+  d.loading = true;
+  Interp* saved = current;
+  current = this;
+  struct Restore {
+    Interp* saved;
+    ~Restore() { current = saved; }
+  } restore{saved};
+  AnalysisScope analysis;  // (counted as analysis: a program's counts are its own, as before)
+  RunOptions opt;
+  opt.prelude = true;
+  gc_vector<TopForm> forms =
+      read_program(std::string(d.line - 1, '\n') + std::string(prelude_source + d.begin, d.end - d.begin), intern("<prelude>"));
+  for (const TopForm& f : forms) run_form(*this, f.form, opt, [](Value, Pos) {});
+  if (!c->value.is_unbound()) lazy_prelude.erase(c);
+  return c->value;
+}
+
 Interp::Interp() {
   gc_init();
   // A reverse pass keeps its whole forward phase alive until the backpropagator runs, so the
@@ -135,22 +235,24 @@ Interp::Interp() {
   p_star_j_inverse = prim("*j-inverse");
   Interp* saved = current;
   current = this;
-  RunOptions opt;
-  opt.prelude = true;
-  run_text(*this, prelude_source, intern("<prelude>"), opt, [](Value, Pos) {});
+  scan_prelude(*this);
+  // (what the interpreter itself reaches into, now: the rest when a program first names it)
+  for (const char* name : {"%zero-bp", "%backcall", "%list-ref-bp", "%dot-bp", "dot", "%v+-bp", "%v--bp",
+                           "%distance-bp", "distance", "v+", "v-", "list-ref", "equal?", "%tangent-of"})
+    if (prelude_value(name).is_unbound()) throw Error(std::string("internal error: the prelude defines no ") + name);
   // %zero-bp makes the backpropagators of comparisons and predicates: raw, like every rule's.
-  mark_raw_backpropagator(static_cast<Closure*>(cell(intern("%zero-bp"), true)->value.as_obj())->lambda);
-  Lambda* lrb = static_cast<Closure*>(cell(intern("%list-ref-bp"), true)->value.as_obj())->lambda;
+  mark_raw_backpropagator(static_cast<Closure*>(prelude_value("%zero-bp").as_obj())->lambda);
+  Lambda* lrb = static_cast<Closure*>(prelude_value("%list-ref-bp").as_obj())->lambda;
   mark_raw_backpropagator(lrb);
   for (Binding& b : lrb->body->binds)
     if (b.op == Op::Lambda) list_ref_bp = b.lam;
-  Lambda* dbp = static_cast<Closure*>(cell(intern("%dot-bp"), true)->value.as_obj())->lambda;
+  Lambda* dbp = static_cast<Closure*>(prelude_value("%dot-bp").as_obj())->lambda;
   mark_raw_backpropagator(dbp);
   for (Binding& b : dbp->body->binds)
     if (b.op == Op::Lambda) dot_bp = b.lam;
-  dot = static_cast<Closure*>(cell(intern("dot"), true)->value.as_obj())->lambda;
+  dot = static_cast<Closure*>(prelude_value("dot").as_obj())->lambda;
   auto raw_bp_of = [&](const char* maker) {  // the lambda of a prelude function's closures: raw backpropagators
-    Lambda* m = static_cast<Closure*>(cell(intern(maker), true)->value.as_obj())->lambda;
+    Lambda* m = static_cast<Closure*>(prelude_value(maker).as_obj())->lambda;
     mark_raw_backpropagator(m);
     Lambda* r = nullptr;
     for (Binding& b : m->body->binds)
@@ -159,14 +261,14 @@ Interp::Interp() {
   };
   vplus_bp = raw_bp_of("%v+-bp");
   distance_bp = raw_bp_of("%distance-bp");
-  distance = static_cast<Closure*>(cell(intern("distance"), true)->value.as_obj())->lambda;
+  distance = static_cast<Closure*>(prelude_value("distance").as_obj())->lambda;
   vminus_bp = raw_bp_of("%v--bp");
-  v_plus = static_cast<Closure*>(cell(intern("v+"), true)->value.as_obj())->lambda;
-  v_minus = static_cast<Closure*>(cell(intern("v-"), true)->value.as_obj())->lambda;
+  v_plus = static_cast<Closure*>(prelude_value("v+").as_obj())->lambda;
+  v_minus = static_cast<Closure*>(prelude_value("v-").as_obj())->lambda;
   p_add = prim("+");
   p_sub = prim("-");
-  list_ref = static_cast<Closure*>(cell(intern("list-ref"), true)->value.as_obj())->lambda;
-  equal_p = static_cast<Closure*>(cell(intern("equal?"), true)->value.as_obj())->lambda;
+  list_ref = static_cast<Closure*>(prelude_value("list-ref").as_obj())->lambda;
+  equal_p = static_cast<Closure*>(prelude_value("equal?").as_obj())->lambda;
   p_car = prim("car");
   p_error = prim("error");
   p_cdr = prim("cdr");
@@ -177,13 +279,15 @@ Interp::Interp() {
   install_distance_bp(distance_bp);
   vplus_bp = install_v2_bp(vplus_bp, "backpropagator of v+");
   vminus_bp = install_v2_bp(vminus_bp, "backpropagator of v-");
-  tangent_of = cell(intern("%tangent-of"), true)->value;
+  tangent_of = prelude_value("%tangent-of");
   for (Binding& b : static_cast<Closure*>(tangent_of.as_obj())->lambda->body->binds)
     if (b.op == Op::Lambda) tangent_fn = b.lam;
-  // The user's namespace starts as a copy of the prelude's.
+  // The user's namespace starts as a copy of the prelude's (of a definition not read yet, when
+  // it is: force_cell).
   for (auto& [name, c] : prelude_cells) {
     Cell* u = cell(name, false);
-    u->value = c->value;
+    if (c->value.is_unbound() && lazy_prelude.count(c)) lazy_user[u] = c;
+    else u->value = c->value;
   }
   user_car = cell(p_car->name, false);
   user_cdr = cell(p_cdr->name, false);
@@ -404,7 +508,10 @@ void predefine_procedures(Interp& in, const gc_vector<TopForm>& forms, const Run
       Sx* init = form->cdr->cdr->car;
       if (init->type == Sx::Pair && sx_is_sym(init->car, lambda)) name = target->text;
     }
-    if (!name || !seen.insert(name).second || !in.cell(name, false)->value.is_unbound()) continue;
+    Cell* c = name ? in.cell(name, false) : nullptr;
+    // (a prelude name not read yet counts as defined: a program's forms before its own definition
+    // of such a name see the prelude's, as they would had it been read at start-up)
+    if (!name || !seen.insert(name).second || !c->value.is_unbound() || in.lazy_user.count(c)) continue;
     try {
       run_form(in, form, quiet, [](Value, Pos) {});
     } catch (const Error& e) {

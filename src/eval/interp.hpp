@@ -75,9 +75,27 @@ struct Interp {
   // Called after a user cell is (re)defined: keeps `builtin_projections` true to the cells.
   void user_cell_written(Cell* c);
 
+  // The prelude is read and expanded one definition at a time, when a name it defines is first
+  // referenced (force_cell): a program that uses a few of its 119 definitions does not pay for the
+  // rest at start-up. lazy_prelude maps a prelude cell to its definition's text, lazy_user a user
+  // cell to the prelude cell it starts as a copy of, until each is forced.
+  struct LazyDefinition {
+    uint32_t begin = 0, end = 0;
+    int line = 1;
+    bool loading = false;
+  };
+  std::vector<LazyDefinition> lazy_definitions;
+  std::unordered_map<Cell*, uint32_t> lazy_prelude;
+  std::unordered_map<Cell*, Cell*> lazy_user;
+
   Interp();
   // (destroy_interp ends one: its cells and primitives are roots until then)
   Cell* cell(const char* name, bool prelude);
+  // The value of a cell, its prelude definition read and run first if it has not been yet
+  // (unbound if the name has none). Runs VLAD code: on the evaluation's thread.
+  Value force_cell(Cell* c);
+  // That of a prelude name (the interpreter's own uses of prelude functions).
+  Value prelude_value(const char* name) { return force_cell(cell(intern(name), true)); }
   Prim* prim(const char* name) { return prim_by_name.at(intern(name)); }
   void add_prim(Prim* p);
 };

@@ -644,3 +644,47 @@ TEST_CASE("an interrupt while procedures are predefined stops the program") {
   CHECK(error == "interrupted");
   CHECK(!printed);
 }
+
+TEST_CASE("the prelude's definitions are read when a program first names them") {
+  Interp* in = nullptr;
+  run_on_big_stack(nullptr, [&] { in = new Interp(); });
+  Cell* p_min_max = in->cell(intern("min-max"), true);
+  Cell* u_min_max = in->cell(intern("min-max"), false);
+  Cell* p_using = in->cell(intern("min-max-using"), true);
+  // not read at start-up (what the interpreter itself uses is: list-ref's rules, dot, ...)
+  CHECK(in->lazy_definitions.size() > 100);
+  CHECK(p_min_max->value.is_unbound());
+  CHECK(in->lazy_prelude.count(p_min_max) == 1);
+  CHECK(in->lazy_user.count(u_min_max) == 1);
+  CHECK(!in->cell(intern("list-ref"), true)->value.is_unbound());
+  std::string answer;
+  uint64_t steps = 0, analysis = 0;
+  run_on_big_stack(in, [&] {
+    WorkCounters before = work;
+    run_text(*in, "(define (payoff x y) (- (* (car x) (car x)) (* (car y) (car y))))", intern("<test>"), RunOptions(),
+             [](Value, Pos) {});
+    // expanding a form that names min-max reads it (a value: (min-max-using gradient gradient)), and what it names
+    run_text(*in, "(min-max payoff '(1) '(1) 1e-6)", intern("<test>"), RunOptions(),
+             [&](Value v, Pos) { answer = write_string(v); });
+    steps = work.steps - before.steps;
+    analysis = work.analysis_steps - before.analysis_steps;
+  });
+  CHECK(answer.rfind("((", 0) == 0);
+  CHECK(!p_min_max->value.is_unbound());
+  CHECK(u_min_max->value == p_min_max->value);  // the user's namespace a copy of the prelude's, as before
+  CHECK(in->lazy_prelude.count(p_min_max) == 0);
+  CHECK(in->lazy_user.count(u_min_max) == 0);
+  CHECK(!p_using->value.is_unbound());
+  CHECK(in->cell(intern("argmax"), true)->value.is_unbound());  // (not named by any of them)
+  CHECK(steps > 0);
+  CHECK(analysis > 0);  // (reading them ran their definitions: counted as analysis, not as the program's)
+  // a name the program defines before naming it is its own; the prelude's stays unread and its own
+  Cell* u_hessian = in->cell(intern("hessian"), false);
+  run_on_big_stack(in, [&] {
+    run_text(*in, "(define (hessian f) 42) (hessian 1)", intern("<test>"), RunOptions(),
+             [&](Value v, Pos) { answer = write_string(v); });
+  });
+  CHECK(answer == "42");
+  CHECK(in->cell(intern("hessian"), true)->value.is_unbound());
+  CHECK(is(u_hessian->value, Kind::Closure));
+}
