@@ -118,60 +118,36 @@ void on_collection(GC_EventType e) {
 namespace {
 // The prelude's top-level forms, each a definition: its text's range and first line, by the cell
 // of the name it defines (Interp::lazy_definitions). A form that is not a definition of a name
-// is run at once. (The prelude's own text: parentheses, strings and ; comments are all it has.)
+// is run at once.
+// The prelude's text, kept as a string for the reader.
+const std::string& prelude_text() {
+  static const std::string* text = new std::string(prelude_source);
+  return *text;
+}
+
 void scan_prelude(Interp& in) {
-  const char* src = prelude_source;
-  size_t n = strlen(src), i = 0;
-  int line = 1;
-  auto skip_space = [&] {
-    while (i < n) {
-      if (src[i] == '\n') line++, i++;
-      else if (isspace((unsigned char)src[i])) i++;
-      else if (src[i] == ';') while (i < n && src[i] != '\n') i++;
-      else break;
-    }
-  };
-  for (;;) {
-    skip_space();
-    if (i >= n) break;
-    if (src[i] != '(') throw Error("internal error: the prelude has a top-level form that is not a list");
-    size_t begin = i;
-    int first_line = line, depth = 0;
-    do {
-      char c = src[i];
-      if (c == '\n') line++;
-      if (c == '(' || c == '[') depth++;
-      else if (c == ')' || c == ']') depth--;
-      else if (c == ';') {
-        while (i + 1 < n && src[i + 1] != '\n') i++;
-      } else if (c == '"') {
-        for (i++; i < n && src[i] != '"'; i++) {
-          if (src[i] == '\\') i++;
-          else if (src[i] == '\n') line++;
-        }
-      }
-      i++;
-    } while (i < n && depth > 0);
+  const std::string& src = prelude_text();
+  for (const DatumText& t : top_level_datums(src)) {
     // (define NAME ...), (define (NAME ...) ...) or curried (define ((NAME ...) ...) ...)
     std::string name;
-    if (strncmp(src + begin, "(define", 7) == 0 && isspace((unsigned char)src[begin + 7])) {
-      size_t k = begin + 7;
-      while (k < i && (isspace((unsigned char)src[k]) || src[k] == '(')) k++;
+    if (src.compare(t.begin, 8, "(define ") == 0) {
+      size_t k = t.begin + 8;
+      while (k < t.end && (isspace((unsigned char)src[k]) || src[k] == '(')) k++;
       size_t e = k;
-      while (e < i && !isspace((unsigned char)src[e]) && src[e] != '(' && src[e] != ')') e++;
-      name.assign(src + k, e - k);
+      while (e < t.end && !isspace((unsigned char)src[e]) && src[e] != '(' && src[e] != ')') e++;
+      name = src.substr(k, e - k);
     }
+    std::string text = std::string(t.line - 1, '\n') + src.substr(t.begin, t.end - t.begin);  // (at its line)
     if (name.empty()) {
       RunOptions opt;
       opt.prelude = true;
-      run_text(in, std::string(first_line - 1, '\n') + std::string(src + begin, i - begin), intern("<prelude>"), opt,
-               [](Value, Pos) {});
+      run_text(in, text, intern("<prelude>"), opt, [](Value, Pos) {});
       continue;
     }
     Interp::LazyDefinition d;
-    d.begin = (uint32_t)begin;
-    d.end = (uint32_t)i;
-    d.line = first_line;
+    d.begin = (uint32_t)t.begin;
+    d.end = (uint32_t)t.end;
+    d.line = t.line;
     in.lazy_prelude[in.cell(intern(name), true)] = (uint32_t)in.lazy_definitions.size();  // (a later one wins)
     in.lazy_definitions.push_back(d);
   }
@@ -209,7 +185,7 @@ Value Interp::force_cell(Cell* c) {
   RunOptions opt;
   opt.prelude = true;
   gc_vector<TopForm> forms =
-      read_program(std::string(d.line - 1, '\n') + std::string(prelude_source + d.begin, d.end - d.begin), intern("<prelude>"));
+      read_program(std::string(d.line - 1, '\n') + prelude_text().substr(d.begin, d.end - d.begin), intern("<prelude>"));
   for (const TopForm& f : forms) run_form(*this, f.form, opt, [](Value, Pos) {});
   if (!c->value.is_unbound()) lazy_prelude.erase(c);
   return c->value;

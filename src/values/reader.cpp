@@ -425,6 +425,19 @@ struct Reader {
 
 }  // namespace
 
+std::vector<DatumText> top_level_datums(const std::string& text) {
+  Reader r(text, nullptr);
+  std::vector<DatumText> out;
+  for (;;) {
+    r.skip();
+    if (r.eof()) return out;
+    DatumText d{r.i, 0, r.line};
+    if (!r.skip_datum_text()) throw Error("unbalanced parentheses: missing ')'", Pos{nullptr, d.line, 1});
+    d.end = r.i;
+    out.push_back(d);
+  }
+}
+
 bool parse_numeral(const std::string& t, double& out) {
   if (t.size() > 2 && t[0] == '#') {
     switch (t[1]) {

@@ -37,6 +37,15 @@ struct TopForm {
 // after its brackets close; only brackets left open to the end of the text still throw.
 gc_vector<TopForm> read_program(const std::string& text, const char* file, bool recover = false);
 
+// The top-level datums of `text` found by their brackets alone, without reading them (the
+// prelude's definitions, each read when first named: interp.cpp): where each begins and ends, and
+// its first line. Throws on brackets left open.
+struct DatumText {
+  size_t begin, end;
+  int line;
+};
+std::vector<DatumText> top_level_datums(const std::string& text);
+
 // A numeral as the reader reads one (#b #o #d #x prefixes, +inf, ...): false if `t` is not one.
 bool parse_numeral(const std::string& t, double& out);
 
