@@ -100,6 +100,18 @@ inline void counted_derivative(NativeOp op) {
   if (op == N_SIN) count(I.cos_);
   else { count(I.sub); count(I.sin_); }
 }
+// The derivative a unary primitive's node made by rev_unary_s (or native code's copy of it) stands
+// for, counted as unary_derivative counts it: kept in the node for sin and cos.
+inline double node_derivative(NativeOp op, const RevNode* n) {
+  double d;
+  if (has_sincos(op)) {
+    d = n->x2.as_real();
+    counted_derivative(op);
+  } else {
+    unary_derivative(op, n->x1.as_real(), d);
+  }
+  return d;
+}
 
 // The partial derivatives of a binary primitive (general rules: prims.cpp `binary(...)`).
 void binary_partials(NativeOp op, double x1, double x2, double& d1, double& d2) {
@@ -1560,13 +1572,9 @@ UnaryFn unary_arith_fn(Prim* p) {
 Native1 fwd_unary_form() { return fwd_unary; }
 namespace {
 // (native code boxes d without a check: a NaN made canonical here, as Value::real makes it)
-double sin_with_derivative(double x, double* d) {
-  double y = sincos_parts(N_SIN, x, *d);
-  *d = Value::real(*d).as_real();
-  return y;
-}
-double cos_with_derivative(double x, double* d) {
-  double y = sincos_parts(N_COS, x, *d);
+template <NativeOp op>
+double with_derivative(double x, double* d) {
+  double y = sincos_parts(op, x, *d);
   *d = Value::real(*d).as_real();
   return y;
 }
@@ -1574,20 +1582,14 @@ double cos_with_derivative(double x, double* d) {
 UnaryDFn unary_with_derivative_fn(Prim* p) {
   if (p->cls != PrimClass::Arith || p->arity != 1) return nullptr;
   NativeOp op = native_op_of(p->name);
-  return op == N_SIN ? sin_with_derivative : op == N_COS ? cos_with_derivative : nullptr;
+  return op == N_SIN ? with_derivative<N_SIN> : op == N_COS ? with_derivative<N_COS> : nullptr;
 }
 
 uint64_t unary_node_bar(const RevNode* n, double y) {
   Interp* in = current;
   NativeOp op = op_of(in->prims[n->aux - 1]);
   if (node_args(op) != 1) return 0;
-  double d;  // back_node_op's unary case, without its result pair
-  if (has_sincos(op)) {  // (kept by the node: rev_unary_s, jit.cpp emit_unary_split)
-    d = n->x2.as_real();
-    counted_derivative(op);
-  } else {
-    unary_derivative(op, n->x1.as_real(), d);
-  }
+  double d = node_derivative(op, n);  // back_node_op's unary case, without its result pair
   in->meter[ids().mul]++;
   return Value::real(d * y).bits;
 }
@@ -2297,10 +2299,10 @@ bool back_view(Value bp, Value y, Value* out, bool three) {
       RevNode* n = static_cast<RevNode*>(o);
       NativeOp op = op_of(current->prims[n->aux - 1]);
       if (three && node_args(op) == 1) three = false;
-      if (has_sincos(op)) {  // (the node keeps the derivative: unary_node_bar)
-        counted_derivative(op);
+      if (node_args(op) == 1) {  // (a heap node: its derivative as node_derivative gives it)
+        double d = node_derivative(op, n);
         count(ids().mul);
-        result(out, Value::real(n->x2.as_real() * yr));
+        result(out, Value::real(d * yr));
         break;
       }
       if (!back_node(current->prims[n->aux - 1], n, yr, out, three)) return false;
